@@ -1,0 +1,48 @@
+"""What this machine is, and which legs it can build or run."""
+from __future__ import annotations
+
+import platform as _platform
+import shutil
+from dataclasses import dataclass
+
+from .model.leg import Leg
+from .model.vocab import ARM64_TOKEN
+
+_SYSTEMS = {"Darwin": "macos", "Linux": "linux", "Windows": "windows"}
+_MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "arm64": "arm64", "aarch64": "arm64"}
+
+
+@dataclass(frozen=True)
+class Host:
+    os: str
+    arch: str  # canonical per-OS token (aarch64 on Linux, arm64 on macOS/Windows)
+
+    @property
+    def platform(self) -> str:
+        return f"{self.os}-{self.arch}"
+
+    def can_build(self, leg: Leg) -> bool:
+        """The leg's runner OS, and its runner arch or (native or cross) target arch."""
+        runner_os, runner_arch = leg.runner_host
+        return self.os == runner_os and self.arch in {runner_arch, leg.arch}
+
+    def run_mode(self, leg: Leg) -> str:
+        """How this host runs the leg's smoke: native, emulated (name), or '' if it cannot."""
+        if not leg.can_run:
+            return ""
+        if leg.os == self.os and leg.arch in (self.arch, "universal"):
+            return "native"
+        if leg.os == "macos" == self.os and leg.arch == "x86_64":
+            return "rosetta"
+        if leg.os == "linux" == self.os and leg.arch == "aarch64" and shutil.which("qemu-aarch64"):
+            return "qemu"
+        if leg.os == "windows" and self.os == "linux" and leg.arch == "x86_64" and shutil.which("wine64"):
+            return "wine"
+        return ""
+
+
+def detect_host() -> Host:
+    system = _SYSTEMS.get(_platform.system(), _platform.system().lower())
+    machine = _MACHINES.get(_platform.machine().lower(), _platform.machine().lower())
+    arch = ARM64_TOKEN.get(system, "arm64") if machine == "arm64" else machine
+    return Host(os=system, arch=arch)

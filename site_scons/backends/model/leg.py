@@ -1,0 +1,77 @@
+"""A leg: one published (or feeding) archive = engine x platform x kind x config x flavor."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from .vocab import MSVC_ARCH, RUNNERS, platform_label, split_platform
+
+
+def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class Leg:
+    engine: str
+    platform: str
+    kind: str
+    config: str
+    flavor: str
+    source: str
+    runner: str
+    can_run: bool
+    toolchain: str = "none"
+    accelerator: tuple[str, ...] = ()
+    experimental: bool = False
+    publish: bool = True
+    aggregate: str = ""
+    inputs: tuple[str, ...] = ()
+    requires: Mapping[str, str] = field(default_factory=_frozen)
+    params: Mapping[str, str] = field(default_factory=_frozen)
+
+    @property
+    def os(self) -> str:
+        return split_platform(self.platform)[0]
+
+    @property
+    def arch(self) -> str:
+        return split_platform(self.platform)[1]
+
+    @property
+    def id(self) -> str:
+        return leg_id(self.engine, self.platform, self.flavor, self.kind, self.config)
+
+    @property
+    def msvc_arch(self) -> str:
+        return MSVC_ARCH.get(self.arch, "") if self.os == "windows" else ""
+
+    @property
+    def runner_host(self) -> tuple[str, str]:
+        return RUNNERS[self.runner]
+
+    def archive_stem(self, libname: str, version: str) -> str:
+        return archive_stem(libname, version, self.platform, self.flavor, self.kind, self.config)
+
+
+def _variant_tokens(flavor: str, kind: str, config: str) -> list[str]:
+    tokens = [] if flavor == "cpu" else [flavor]
+    tokens.append(kind)
+    if config == "debug":
+        tokens.append("debug")
+    return tokens
+
+
+def leg_id(engine: str, platform: str, flavor: str, kind: str, config: str) -> str:
+    """`<engine>-<platform>[-<flavor>]-<kind>[-debug]`; the SCons alias and CI job name."""
+    return "-".join([engine, platform, *_variant_tokens(flavor, kind, config)])
+
+
+def archive_stem(libname: str, version: str, platform: str, flavor: str, kind: str, config: str) -> str:
+    """Upstream's archive name without extension (spec §5.1), the one naming function.
+
+    `<libname>-<version>-<OS>[-<arch>][-gpu|-cuda]-<kind>[-debug]`, e.g.
+    `onnxruntime-1.26.0-macOS-arm64-gpu-static`, `onnxruntime-1.26.0-iOS-gpu-xcframework`.
+    """
+    return "-".join([libname, version, platform_label(platform), *_variant_tokens(flavor, kind, config)])

@@ -1,0 +1,151 @@
+"""The leg matrix: `variants/<engine>.toml` rows expanded into validated `Leg`s."""
+from __future__ import annotations
+
+import itertools
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Iterable, Mapping
+
+from .engine import DataError, Engine, load_engine
+from .leg import Leg, leg_id
+from .vocab import (
+    ACCELERATORS,
+    AGGREGATES,
+    CONFIGS,
+    ENGINES,
+    FLAVORS,
+    KINDS,
+    RUNNERS,
+    SOURCES,
+    TOOLCHAINS,
+    canonical_platform,
+)
+
+ROW_FIELDS = {
+    "platform", "kind", "config", "flavor", "source", "runner", "can_run", "toolchain",
+    "accelerator", "experimental", "publish", "aggregate", "requires", "params",
+}
+
+# The per-arch platforms an aggregate fuses, in slice order.
+AGGREGATE_SLICES = {
+    "universal": ("macos-x86_64", "macos-arm64"),
+    "android-bundle": ("android-arm64-v8a", "android-x86_64"),
+}
+
+
+@dataclass(frozen=True)
+class Matrix:
+    engines: Mapping[str, Engine]
+    legs: tuple[Leg, ...]
+
+    def leg(self, leg_id_: str) -> Leg:
+        for leg in self.legs:
+            if leg.id == leg_id_:
+                return leg
+        raise KeyError(leg_id_)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(leg.id for leg in self.legs)
+
+
+def _as_tuple(value: object) -> tuple[str, ...]:
+    if isinstance(value, (list, tuple)):
+        return tuple(str(v) for v in value)
+    return (str(value),)
+
+
+def _check(value: str, allowed: Iterable[str], what: str, where: str) -> str:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise DataError(f"{where}: {what} {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _aggregate_inputs(engine: str, aggregate: str, flavor: str, kind: str, config: str) -> tuple[str, ...]:
+    return tuple(leg_id(engine, p, flavor, kind, config) for p in AGGREGATE_SLICES[aggregate])
+
+
+def _expand_row(engine: str, row: Mapping[str, object], defaults: Mapping[str, object], where: str) -> list[Leg]:
+    unknown = set(row) - ROW_FIELDS
+    if unknown:
+        raise DataError(f"{where}: unknown fields {', '.join(sorted(unknown))}; fields: {', '.join(sorted(ROW_FIELDS))}")
+    merged = {**defaults, **row}
+    platform = canonical_platform(str(merged["platform"]))
+    if platform != merged["platform"]:
+        raise DataError(f"{where}: write the canonical platform {platform!r}, not {merged['platform']!r}")
+    flavor = _check(str(merged.get("flavor", "cpu")), FLAVORS, "flavor", where)
+    accelerator = _as_tuple(merged.get("accelerator", ())) if merged.get("accelerator") else ()
+    for acc in accelerator:
+        _check(acc, ACCELERATORS, "accelerator", where)
+    if (flavor == "cpu") != (not accelerator):
+        raise DataError(f"{where}: flavor {flavor} {'must not' if flavor == 'cpu' else 'must'} name an accelerator")
+    if flavor == "cuda" and accelerator != ("cuda",):
+        raise DataError(f"{where}: flavor cuda means accelerator cuda")
+    aggregate = str(merged.get("aggregate", ""))
+    if aggregate:
+        _check(aggregate, AGGREGATES, "aggregate", where)
+    source = _check(str(merged.get("source", "aggregate" if aggregate else "build")), SOURCES, "source", where)
+    if (source == "aggregate") != bool(aggregate):
+        raise DataError(f"{where}: source aggregate goes with an aggregate field, and only with it")
+    runner = _check(str(merged["runner"]), RUNNERS, "runner", where)
+    toolchain = _check(str(merged.get("toolchain", "none")), TOOLCHAINS, "toolchain", where)
+    legs = []
+    for kind, config in itertools.product(_as_tuple(merged["kind"]), _as_tuple(merged.get("config", "release"))):
+        _check(kind, KINDS, "kind", where)
+        _check(config, CONFIGS, "config", where)
+        legs.append(Leg(
+            engine=engine,
+            platform=platform,
+            kind=kind,
+            config=config,
+            flavor=flavor,
+            source=source,
+            runner=runner,
+            can_run=bool(merged.get("can_run", True)),
+            toolchain=toolchain,
+            accelerator=accelerator,
+            experimental=bool(merged.get("experimental", False)),
+            publish=bool(merged.get("publish", True)),
+            aggregate=aggregate,
+            inputs=_aggregate_inputs(engine, aggregate, flavor, kind, config) if aggregate else (),
+            requires=MappingProxyType({str(k): str(v) for k, v in dict(merged.get("requires", {})).items()}),
+            params=MappingProxyType({str(k): str(v) for k, v in dict(merged.get("params", {})).items()}),
+        ))
+    return legs
+
+
+def load_variants(path: Path, engine: str) -> list[Leg]:
+    with path.open("rb") as handle:
+        raw = tomllib.load(handle)
+    unknown = set(raw) - {"defaults", "leg"}
+    if unknown:
+        raise DataError(f"{path}: unknown tables {', '.join(sorted(unknown))}; expected [defaults] and [[leg]]")
+    defaults = raw.get("defaults", {})
+    legs: list[Leg] = []
+    for index, row in enumerate(raw.get("leg", ()), start=1):
+        legs.extend(_expand_row(engine, row, defaults, f"{path.name} leg #{index}"))
+    return legs
+
+
+def _validate(legs: list[Leg]) -> None:
+    seen: dict[str, Leg] = {}
+    for leg in legs:
+        if leg.id in seen:
+            raise DataError(f"leg {leg.id} is declared twice")
+        seen[leg.id] = leg
+    for leg in legs:
+        missing = [i for i in leg.inputs if i not in seen]
+        if missing:
+            raise DataError(f"aggregate {leg.id} needs legs that do not exist: {', '.join(missing)}")
+
+
+def load_matrix(project_root: Path) -> Matrix:
+    engines = {name: load_engine(project_root / "engines" / name) for name in ENGINES}
+    legs: list[Leg] = []
+    for name in ENGINES:
+        legs.extend(load_variants(project_root / "variants" / f"{name}.toml", name))
+    _validate(legs)
+    return Matrix(engines=MappingProxyType(engines), legs=tuple(legs))

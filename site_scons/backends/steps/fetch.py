@@ -1,0 +1,432 @@
+"""Downloads into a content-addressed cache shared by every leg.
+
+Layout under `FetchSettings.cache_dir`:
+
+    sha256/<hex>/<filename>              the verified file
+    sha256/<hex>/.<filename>.meta.json   its size and origin; a hit whose size matches is
+                                         trusted without re-hashing
+    partial/<sha256 of url>.part         an interrupted download, resumed with Range
+    partial/<sha256 of origin>.lock      serialises threads/processes fetching one origin
+
+Origins are tried in order: each mirror (a directory, or an http(s)/file URL prefix, as
+`<mirror>/<filename>`), then the upstream URL. A pinned sha256 that is already in the
+cache never touches the network; `offline=True` never touches it at all.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Iterator
+
+import requests
+
+from .files import CHUNK_SIZE, hardlink_or_copy, sha256_file, write_json
+
+PROGRESS_THRESHOLD = 8 << 20
+USER_AGENT = "anira-backends-fetch"
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+class FetchError(Exception):
+    """A file could not be fetched or did not verify; the message says what to do."""
+
+
+class _OriginUnavailable(FetchError):
+    """This origin does not have the file (HTTP 4xx) or kept failing: try the next one."""
+
+
+@dataclass(frozen=True)
+class Download:
+    url: str
+    filename: str
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    cache_dir: Path
+    mirrors: tuple[str, ...] = ()
+    offline: bool = False
+    lock: bool = False
+    retries: int = 4
+    backoff_s: float = 1.0
+    timeout_s: float = 60
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Fetched:
+    path: Path
+    sha256: str
+    origin: str  # the URL or local path the bytes came from (the cache file on a hit)
+
+
+def fetch(download: Download, settings: FetchSettings) -> Fetched:
+    """Return `download` from the cache, fetching and verifying it first if needed."""
+    _check_filename(download.filename)
+    pin = _normalised_pin(download)
+    if pin is None and not settings.lock:
+        raise FetchError(
+            f"{download.filename} has no sha256 pin; run with lock=1 to record it "
+            f"(trust on first use)"
+        )
+    cache = _Cache(Path(settings.cache_dir))
+    if pin is not None and (hit := cache.lookup(pin, download.filename)) is not None:
+        return Fetched(hit, pin, str(hit))
+
+    for origin, is_mirror in _origins(download, settings):
+        if isinstance(origin, Path):
+            fetched = _ingest_local(origin, download, pin, cache)
+        elif settings.offline:
+            continue
+        elif is_mirror:
+            try:
+                fetched = _download(origin, download, pin, cache, settings)
+            except _OriginUnavailable as error:
+                print(f"fetch {download.filename}: mirror skipped: {error}", file=sys.stderr)
+                continue
+        else:
+            fetched = _download(origin, download, pin, cache, settings)
+        if fetched is not None:
+            return fetched
+
+    if settings.offline:
+        raise FetchError(
+            f"offline: {download.filename} is not in the cache {settings.cache_dir} or the "
+            f"mirrors; run once without offline=1 or put it in a mirror"
+        )
+    raise FetchError(
+        f"{download.filename}: the local origin {download.url} does not exist and no mirror "
+        f"has the file; check the path or add a mirror holding {download.filename}"
+    )
+
+
+# --- origins ---------------------------------------------------------------------------
+
+
+def _origins(download: Download, settings: FetchSettings) -> Iterator[tuple[str | Path, bool]]:
+    """(origin, is_mirror) in the order to try; a Path is local, a str an http(s) URL."""
+    for mirror in settings.mirrors:
+        yield _locate(mirror.rstrip("/\\") + "/" + download.filename, download.filename), True
+    yield _locate(download.url, download.filename), False
+
+
+def _locate(location: str, filename: str) -> str | Path:
+    parsed = urllib.parse.urlsplit(location)
+    scheme = parsed.scheme.lower()
+    if scheme in ("http", "https"):
+        return location
+    if scheme == "file":
+        return Path(urllib.request.url2pathname(parsed.path))
+    if scheme == "" or len(scheme) == 1:  # a plain path, or a Windows drive letter
+        return Path(location)
+    raise FetchError(
+        f"{filename}: unsupported URL scheme {scheme!r} in {location}; use http(s)://, "
+        f"file:// or a local path"
+    )
+
+
+def _check_filename(filename: str) -> None:
+    if not filename or filename in (".", "..") or re.search(r"[/\\\x00]", filename):
+        raise FetchError(
+            f"download filename {filename!r} must be a plain file name (no directories); "
+            f"fix the filename in the pin file"
+        )
+
+
+def _normalised_pin(download: Download) -> str | None:
+    if download.sha256 is None:
+        return None
+    pin = download.sha256.strip().lower()
+    if not _SHA256_HEX.fullmatch(pin):
+        raise FetchError(
+            f"{download.filename}: sha256 pin {download.sha256!r} is not 64 hex digits; "
+            f"fix it in the pin file (or remove it and run with lock=1)"
+        )
+    return pin
+
+
+def _mismatch(origin: str, expected: str, actual: str) -> FetchError:
+    return FetchError(
+        f"sha256 mismatch for {origin}: expected {expected}, got {actual}; the file was "
+        f"discarded. If upstream re-published it, verify the new file and update the pin"
+    )
+
+
+# --- local origins ---------------------------------------------------------------------
+
+
+def _ingest_local(source: Path, download: Download, pin: str | None, cache: _Cache) -> Fetched | None:
+    if not source.is_file():
+        return None
+    actual = sha256_file(source)
+    if pin is not None and actual != pin:
+        raise _mismatch(str(source), pin, actual)
+    path = cache.admit_copy(source, actual, download.filename, str(source))
+    return Fetched(path, actual, str(source))
+
+
+# --- HTTP origins ----------------------------------------------------------------------
+
+
+class _Retryable(Exception):
+    """A transient failure (connection, timeout, 5xx, short body): retry with backoff."""
+
+
+def _download(url: str, download: Download, pin: str | None, cache: _Cache,
+              settings: FetchSettings) -> Fetched:
+    part = cache.partial_path(url)
+    with _exclusive(cache.lock_path(url)):
+        # Another thread or process may have finished the same file while we waited.
+        if pin is not None and (hit := cache.lookup(pin, download.filename)) is not None:
+            return Fetched(hit, pin, str(hit))
+        actual = _transfer_with_retries(url, part, download.filename, settings)
+        if pin is not None and actual != pin:
+            part.unlink(missing_ok=True)
+            raise _mismatch(url, pin, actual)
+        path = cache.admit_move(part, actual, download.filename, url)
+    return Fetched(path, actual, url)
+
+
+def _transfer_with_retries(url: str, part: Path, label: str, settings: FetchSettings) -> str:
+    """Download `url` into `part` (resuming what is there); return the sha256 of the whole."""
+    failures = 0
+    with requests.Session() as session:
+        while True:
+            size_before = _size_or_zero(part)
+            try:
+                return _transfer_once(session, url, part, label, settings)
+            except _Retryable as error:
+                # An attempt that made progress starts a fresh retry budget: resuming a
+                # big file over a flaky link should not give up while it advances.
+                failures = 1 if _size_or_zero(part) > size_before else failures + 1
+                if failures > settings.retries:
+                    raise _OriginUnavailable(
+                        f"{url}: giving up after {failures} failed attempts: {error}; "
+                        f"check the network or the URL, or use a mirror"
+                    ) from None
+                delay = settings.backoff_s * 2 ** (failures - 1)
+                print(f"fetch {label}: {error}; retrying in {delay:g} s", file=sys.stderr)
+                time.sleep(delay)
+
+
+def _transfer_once(session: requests.Session, url: str, part: Path, label: str,
+                   settings: FetchSettings) -> str:
+    offset = _size_or_zero(part)
+    # identity: the bytes on disk must be the published bytes, and Range offsets count them.
+    headers = {"Accept-Encoding": "identity", "User-Agent": USER_AGENT}
+    if offset:
+        headers["Range"] = f"bytes={offset}-"
+    try:
+        with session.get(url, headers=headers, stream=True, timeout=settings.timeout_s) as response:
+            status = response.status_code
+            if status == 416 and offset:
+                part.unlink()
+                raise _Retryable("the server refused to resume (HTTP 416); restarting")
+            if status >= 500 or status == 429:
+                raise _Retryable(f"HTTP {status} from {url}")
+            if status >= 400:
+                raise _OriginUnavailable(f"HTTP {status} for {url}")
+            if status == 206 and _content_range_start(response) == offset:
+                mode = "ab"
+            elif status == 200:
+                offset, mode = 0, "wb"  # the server ignored Range: start over
+            else:
+                part.unlink(missing_ok=True)
+                raise _Retryable(f"unexpected HTTP {status} from {url}; restarting")
+            return _stream_body(response, part, mode, offset, label, settings.progress)
+    except (requests.ConnectionError, requests.Timeout,
+            requests.exceptions.ChunkedEncodingError) as error:
+        raise _Retryable(f"{type(error).__name__} for {url}: {error}") from None
+
+
+def _stream_body(response: requests.Response, part: Path, mode: str, offset: int,
+                 label: str, show_progress: bool) -> str:
+    length = response.headers.get("Content-Length")
+    total = offset + int(length) if length is not None and length.isdigit() else None
+    digest = _sha256_prefix(part) if mode == "ab" else hashlib.sha256()
+    received = offset
+    progress = _Progress(label, total, received, show_progress)
+    part.parent.mkdir(parents=True, exist_ok=True)
+    with open(part, mode) as out:
+        for chunk in response.iter_content(CHUNK_SIZE):
+            out.write(chunk)
+            digest.update(chunk)
+            received += len(chunk)
+            progress.update(received)
+    progress.finish()
+    if total is not None and received != total:
+        raise _Retryable(f"connection closed after {received} of {total} bytes")
+    return digest.hexdigest()
+
+
+def _content_range_start(response: requests.Response) -> int | None:
+    match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
+    return int(match.group(1)) if match else None
+
+
+def _sha256_prefix(part: Path) -> "hashlib._Hash":
+    digest = hashlib.sha256()
+    with open(part, "rb") as stream:
+        while chunk := stream.read(CHUNK_SIZE):
+            digest.update(chunk)
+    return digest
+
+
+def _size_or_zero(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+class _Progress:
+    """One status line for files over PROGRESS_THRESHOLD: in place on a TTY, else per 10 %."""
+
+    def __init__(self, label: str, total: int | None, start: int, enabled: bool,
+                 stream: IO[str] | None = None) -> None:
+        self.label = label
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled and total is not None and total > PROGRESS_THRESHOLD
+        self.tty = self.enabled and self.stream.isatty()
+        self.last_tenth = self._tenth(start)
+        self.last_draw = 0.0
+        self.shown = False
+
+    def _tenth(self, received: int) -> int:
+        return received * 10 // self.total if self.total else 0
+
+    def _line(self, received: int) -> str:
+        assert self.total is not None
+        return (f"fetch {self.label}: {received / 1e6:.1f}/{self.total / 1e6:.1f} MB "
+                f"{received * 100 // self.total}%")
+
+    def update(self, received: int) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            now = time.monotonic()
+            if now - self.last_draw >= 0.1 or received == self.total:
+                self.stream.write("\r" + self._line(received))
+                self.stream.flush()
+                self.last_draw, self.shown = now, True
+        elif (tenth := self._tenth(received)) > self.last_tenth:
+            self.last_tenth = tenth
+            self.stream.write(self._line(received) + "\n")
+            self.stream.flush()
+
+    def finish(self) -> None:
+        if self.tty and self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --- the cache -------------------------------------------------------------------------
+
+
+class _Cache:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def final_path(self, digest: str, filename: str) -> Path:
+        return self.root / "sha256" / digest / filename
+
+    def _sidecar(self, digest: str, filename: str) -> Path:
+        return self.root / "sha256" / digest / f".{filename}.meta.json"
+
+    def partial_path(self, url: str) -> Path:
+        return self.root / "partial" / f"{_key(url)}.part"
+
+    def lock_path(self, origin: str) -> Path:
+        return self.root / "partial" / f"{_key(origin)}.lock"
+
+    def lookup(self, digest: str, filename: str) -> Path | None:
+        """The cached file if present and intact; a corrupt entry is removed."""
+        final = self.final_path(digest, filename)
+        try:
+            size = final.stat().st_size
+        except FileNotFoundError:
+            return None
+        if _recorded_size(self._sidecar(digest, filename)) == size:
+            return final
+        if sha256_file(final) == digest:
+            self._record(digest, filename, size, origin="(found in cache)")
+            return final
+        final.unlink()
+        return None
+
+    def admit_move(self, source: Path, digest: str, filename: str, origin: str) -> Path:
+        final = self.final_path(digest, filename)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(source, final)
+        self._record(digest, filename, final.stat().st_size, origin)
+        return final
+
+    def admit_copy(self, source: Path, digest: str, filename: str, origin: str) -> Path:
+        final = self.final_path(digest, filename)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        temp = final.with_name(f"{filename}.tmp-{os.getpid()}-{threading.get_ident()}")
+        temp.unlink(missing_ok=True)
+        try:
+            hardlink_or_copy(source, temp)
+            os.replace(temp, final)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        self._record(digest, filename, final.stat().st_size, origin)
+        return final
+
+    def _record(self, digest: str, filename: str, size: int, origin: str) -> None:
+        write_json(self._sidecar(digest, filename),
+                   {"filename": filename, "origin": origin, "sha256": digest, "size": size})
+
+
+def _recorded_size(sidecar: Path) -> int | None:
+    try:
+        return int(json.loads(sidecar.read_text(encoding="utf-8"))["size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an OS file lock: SCons runs legs in threads, and users run several scons."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+b") as handle:
+        if os.name == "nt":
+            import msvcrt
+
+            while True:
+                try:
+                    msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:  # LK_LOCK gives up after ~10 s; keep waiting
+                    continue
+            try:
+                yield
+            finally:
+                handle.seek(0)
+                msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

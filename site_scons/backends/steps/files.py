@@ -1,0 +1,149 @@
+"""File helpers shared by the steps: hashing, atomic writes, tree listings, linking.
+
+Every step writes its outputs through `atomic_write_*` (or its own temp-then-rename),
+so an interrupted build never leaves a half-written file under its final name.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+CHUNK_SIZE = 1 << 20
+
+EntryKind = Literal["file", "dir", "symlink"]
+
+# os.link fails with these when hard links are impossible here (another device, a
+# filesystem without hard links, a sandbox, too many links): copying is then correct.
+_LINK_FALLBACK_ERRNOS = frozenset(
+    code
+    for code in (
+        errno.EXDEV,
+        errno.EPERM,
+        errno.EMLINK,
+        getattr(errno, "ENOTSUP", None),
+        getattr(errno, "EOPNOTSUPP", None),
+    )
+    if code is not None
+)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One entry of a directory tree, as listed by `list_tree`."""
+
+    path: str  # posix, relative to the listed root
+    kind: EntryKind
+    size: int  # bytes for files, length of the target for symlinks, 0 for dirs
+    mode: int  # normalised: 0o755 / 0o644 files, 0o755 dirs, 0o777 symlinks
+    sha256: str | None = None  # files only
+    target: str | None = None  # symlinks only
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """The hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(CHUNK_SIZE):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def temp_path_for(path: str | os.PathLike[str]) -> Path:
+    """The sibling temp name an atomic writer uses before renaming onto `path`."""
+    return Path(f"{os.fspath(path)}.tmp-{os.getpid()}")
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write `data` to a temp file next to `path`, then rename it onto `path`.
+
+    No fsync: the guarantee we need is against killed builds, not power loss.
+    """
+    final = Path(path)
+    temp = temp_path_for(final)
+    try:
+        with open(temp, "wb") as stream:
+            stream.write(data)
+        os.replace(temp, final)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """`atomic_write_bytes` for UTF-8 text, newlines written as given."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def canonical_json(obj: Any) -> str:
+    """The project's one JSON spelling: sorted keys, indent 2, trailing newline."""
+    return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write `obj` as canonical JSON, atomically."""
+    atomic_write_text(path, canonical_json(obj))
+
+
+def normalised_mode(st_mode: int) -> int:
+    """0o755 for directories and files with any exec bit, 0o644 for other files."""
+    if stat.S_ISDIR(st_mode) or st_mode & 0o111:
+        return 0o755
+    return 0o644
+
+
+def list_tree(root: str | os.PathLike[str], *, with_hashes: bool = True) -> list[FileEntry]:
+    """Every entry below `root` (not `root` itself), sorted by path, symlinks not followed.
+
+    `with_hashes=False` skips the sha256 of files, for callers that only need the shape.
+    Raises ValueError on sockets, fifos and devices: nothing we package should hold one.
+    """
+    root_path = Path(root)
+    entries: list[FileEntry] = []
+    _collect_entries(root_path, "", with_hashes, entries)
+    entries.sort(key=lambda entry: entry.path)
+    return entries
+
+
+def _collect_entries(directory: Path, prefix: str, with_hashes: bool, out: list[FileEntry]) -> None:
+    with os.scandir(directory) as scan:
+        children = list(scan)
+    for child in children:
+        relative = prefix + child.name
+        st = child.stat(follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(child.path)
+            out.append(FileEntry(relative, "symlink", len(os.fsencode(target)), 0o777, None, target))
+        elif stat.S_ISDIR(st.st_mode):
+            out.append(FileEntry(relative, "dir", 0, 0o755))
+            _collect_entries(Path(child.path), relative + "/", with_hashes, out)
+        elif stat.S_ISREG(st.st_mode):
+            digest = sha256_file(child.path) if with_hashes else None
+            out.append(FileEntry(relative, "file", st.st_size, normalised_mode(st.st_mode), digest))
+        else:
+            raise ValueError(
+                f"{child.path}: unsupported file type (not a regular file, directory or "
+                f"symlink); remove it from the tree before listing or packaging it"
+            )
+
+
+def hardlink_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Make `dst` (which must not exist) a hard link to `src`, or a copy where linking fails.
+
+    A symlink `src` is recreated as a symlink with the same target, never followed.
+    """
+    if os.path.islink(src):
+        os.symlink(os.readlink(src), dst)
+        return
+    try:
+        os.link(src, dst)
+    except OSError as error:
+        if error.errno not in _LINK_FALLBACK_ERRNOS:
+            raise
+        shutil.copy2(src, dst, follow_symlinks=False)

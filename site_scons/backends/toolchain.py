@@ -1,0 +1,98 @@
+"""Finding the binary tools the steps call (llvm-lipo, llvm-nm, lib.exe, ...).
+
+Debian installs LLVM tools with a version suffix (`llvm-lipo-14`) and only some of
+them unsuffixed; Xcode and MSVC ship their own spellings (`lipo`, `libtool`, `lib.exe`)
+with a compatible command line. `find_tool` hides those differences.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+
+# Debian/apt.llvm.org suffixes, newest first.
+LLVM_SUFFIXES = tuple(range(20, 13, -1))
+
+# Native tools that accept the same command line as the LLVM tool, per host OS.
+# GNU libtool (Linux) and `lib` anywhere but Windows are unrelated programs.
+_NATIVE_EQUIVALENTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "llvm-lipo": {"darwin": ("lipo",)},
+    "llvm-libtool-darwin": {"darwin": ("libtool",)},
+    "llvm-lib": {"win32": ("lib.exe",)},
+}
+
+
+class ToolMissing(RuntimeError):
+    """A tool a step needs is not installed on this host."""
+
+
+def _host() -> str:
+    return "win32" if sys.platform.startswith("win") else sys.platform
+
+
+def native_equivalents(name: str) -> tuple[str, ...]:
+    """The Apple/MSVC spellings that can stand in for `name` on this host."""
+    return _NATIVE_EQUIVALENTS.get(name, {}).get(_host(), ())
+
+
+def candidate_names(name: str, *, prefer_native: bool = False) -> list[str]:
+    """Every spelling `find_tool` tries, in order."""
+    llvm_names = [name] + [f"{name}-{suffix}" for suffix in LLVM_SUFFIXES]
+    native = list(native_equivalents(name))
+    return native + llvm_names if prefer_native else llvm_names + native
+
+
+def find_tool(name: str, *, prefer_native: bool = False) -> str | None:
+    """The absolute path of `name` (or a versioned/native spelling of it), or None.
+
+    `prefer_native=True` tries Xcode's/MSVC's tool first (what upstream uses on that
+    host); otherwise the LLVM spellings come first.
+    """
+    for candidate in candidate_names(name, prefer_native=prefer_native):
+        found = shutil.which(candidate)
+        if found:
+            return found
+    return None
+
+
+def require_tool(name: str, purpose: str, *, prefer_native: bool = False) -> str:
+    """Like `find_tool`, but a missing tool is a `ToolMissing` error naming its use."""
+    found = find_tool(name, prefer_native=prefer_native)
+    if found is None:
+        raise ToolMissing(
+            f"{name} not found (needed for {purpose}); "
+            "install Debian's llvm package or Xcode"
+        )
+    return found
+
+
+def is_native(tool_path: str) -> bool:
+    """True when `tool_path` is Xcode's/MSVC's tool rather than an LLVM one."""
+    base = os.path.basename(tool_path).lower()
+    return not base.startswith("llvm-")
+
+
+@functools.lru_cache(maxsize=None)
+def tool_version(path: str) -> str:
+    """The first line `path --version` prints, for step signatures.
+
+    Tools without `--version` (Apple lipo, lib.exe) still print a banner or usage
+    line; that line identifies them well enough. Empty output gives "unknown".
+    """
+    try:
+        completed = subprocess.run(
+            [path, "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    for line in completed.stdout.decode("utf-8", "replace").splitlines():
+        if line.strip():
+            return line.strip()
+    return "unknown"
