@@ -21,6 +21,9 @@ _NATIVE_EQUIVALENTS: dict[str, dict[str, tuple[str, ...]]] = {
     "llvm-lipo": {"darwin": ("lipo",)},
     "llvm-libtool-darwin": {"darwin": ("libtool",)},
     "llvm-lib": {"win32": ("lib.exe",)},
+    # Xcode's nm and otool are LLVM's, with the same options.
+    "llvm-nm": {"darwin": ("nm",)},
+    "llvm-otool": {"darwin": ("otool",)},
 }
 
 

@@ -1,0 +1,241 @@
+"""ONNX Runtime: ORT's own tools/ci_build/build.py for source legs, release repackaging else.
+
+Spec: upstream-spec §2.2 (flags and why), §6.2 rows 1-8 (variants), §6.4 (headers).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from backends.model.engine import Engine
+from backends.model.leg import Leg
+from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke
+from backends.model import recipe_kit as kit
+
+COMMON_DEFINES = (
+    "onnxruntime_BUILD_UNIT_TESTS=OFF",
+    "CMAKE_DISABLE_FIND_PACKAGE_re2=ON",  # re2 built from source, so it lands in the bundle
+    "onnxruntime_ENABLE_MEMLEAK_CHECKER=OFF",  # aborted Debug consumers at exit
+    "onnxruntime_ENABLE_LTO=OFF",  # no /GL or /LTCG in shipped static libraries
+)
+HOMEBREW_PREFIXES = "/opt/homebrew;/usr/local"
+# Full protobuf and protoc are excluded: ORT runs on protobuf-lite.
+BUNDLE_EXCLUDE = r"(/testdata/|-src/|libprotoc|libprotobuf[d]?\.(lib|a)$)"
+
+SESSION_HEADERS = "{src}/include/onnxruntime/core/session/*.h"
+CPU_HEADERS = (
+    "{src}/include/onnxruntime/core/providers/cpu/cpu_provider_factory.h",
+    "{src}/include/onnxruntime/core/framework/provider_options.h",
+)
+EP_HEADER_FILES = {"coreml": "coreml_provider_factory.h", "dml": "dml_provider_factory.h"}
+EP_HEADERS = {acc: f"{{src}}/include/onnxruntime/core/providers/{acc}/{name}" for acc, name in EP_HEADER_FILES.items()}
+EP_SYMBOLS = {
+    "coreml": "OrtSessionOptionsAppendExecutionProvider_CoreML",
+    "dml": "OrtSessionOptionsAppendExecutionProvider_DML",
+}
+
+
+def _shipped_eps(leg: Leg) -> list[str]:
+    return [acc for acc in leg.accelerator if acc in EP_HEADER_FILES]
+
+
+def _foreign_ep_headers(shipped_eps: list[str]) -> list[str]:
+    """EP headers a package must not carry: headers advertise execution providers (spec §6.4)."""
+    return [f"**/{name}" for acc, name in EP_HEADER_FILES.items() if acc not in shipped_eps]
+
+
+def _platform_args(leg: Leg, engine: Engine) -> tuple[list[str], list[str]]:
+    """build.py arguments and extra CMake defines for one platform."""
+    args: list[str] = []
+    extra: list[str] = []
+    if leg.os == "macos":
+        ignore = HOMEBREW_PREFIXES + ";{env:ORT_IGNORE_PATHS}"
+        extra += [
+            f"CMAKE_OSX_ARCHITECTURES={leg.arch}",
+            f"CMAKE_OSX_DEPLOYMENT_TARGET={engine.pins['macos_deploy_target']}",
+            f"CMAKE_IGNORE_PATH={ignore}",  # find_library/find_path
+            f"CMAKE_IGNORE_PREFIX_PATH={ignore}",  # find_package CONFIG
+        ]
+    elif leg.os == "windows":
+        args += ["--cmake_generator", "Ninja"]  # build.py's VS 2022 default is absent on the runners
+        if leg.arch == "arm64":
+            extra += ["onnxruntime_USE_KLEIDIAI=OFF", "onnxruntime_USE_SVE=OFF"]  # armasm64 A2029
+        if leg.config == "release":
+            extra.append("CMAKE_MSVC_DEBUG_INFORMATION_FORMAT=")  # build.py's /Zi made a 854 MB .lib
+    elif leg.os == "android":
+        args += ["--android", "--android_abi", leg.arch, "--android_api", engine.pins["android_api"],
+                 "--android_ndk_path", "{env:ANDROID_NDK_HOME}", "--android_sdk_path", "{env?:ANDROID_SDK_ROOT}"]
+    elif leg.os == "wasm":
+        args += ["--build_wasm_static_lib", "--enable_wasm_simd", "--enable_wasm_threads", "--disable_rtti"]
+    return args, extra
+
+
+def _accelerator_args(leg: Leg) -> list[str]:
+    return [f"--use_{acc}" for acc in leg.accelerator if acc in ("coreml", "dml")]
+
+
+def _build_py(leg: Leg, build_dir: str, platform_args: list[str], extra_defines: list[str]) -> tuple[str, ...]:
+    return kit.join_args(
+        ["{python}", "{src}/tools/ci_build/build.py", "--build_dir", build_dir,
+         "--config", kit.build_type(leg), "--parallel", "--skip_tests", "--compile_no_warning_as_error"],
+        ["--build_shared_lib"] if leg.kind == "shared" else [],
+        _accelerator_args(leg),
+        platform_args,
+        ["--cmake_extra_defines", *COMMON_DEFINES, *extra_defines],
+    )
+
+
+def _re2(build_dir: str, config: str) -> Command:
+    # re2 is EXCLUDE_FROM_ALL and only include-attached: a static build never compiles it.
+    return Command("re2", ("cmake", "--build", f"{build_dir}/{config}", "--config", config, "--target", "re2"))
+
+
+def _headers(leg: Leg) -> list[CopyRule]:
+    rules = [CopyRule(SESSION_HEADERS, "include"), *(CopyRule(h, "include") for h in CPU_HEADERS)]
+    rules += [CopyRule(EP_HEADERS[acc], "include") for acc in leg.accelerator if acc in EP_HEADERS]
+    return rules
+
+
+def _contract(leg: Leg, libs: tuple[str, ...]) -> Contract:
+    shipped_eps = _shipped_eps(leg)
+    required = ["include/onnxruntime_c_api.h", "include/onnxruntime_cxx_api.h", *libs]
+    required += [f"include/{EP_HEADER_FILES[acc]}" for acc in shipped_eps]
+    forbidden = _foreign_ep_headers(shipped_eps)
+    symbols: list[tuple[str, str]] = []
+    main_lib = libs[0] if libs else ""
+    if leg.os not in ("android", "wasm"):
+        symbols.append((main_lib, "OrtGetApiBase"))
+        symbols += [(main_lib, EP_SYMBOLS[acc]) for acc in shipped_eps]
+    if leg.flavor == "cuda":
+        forbidden += ["**/*tensorrt*"]
+    if leg.accelerator == ("dml",):
+        required.append("lib/DirectML.dll")
+    return Contract(
+        required=tuple(required),
+        forbidden=tuple(forbidden),
+        symbols=tuple(symbols),
+        macho_archs=(leg.arch,) if leg.os == "macos" else (),
+        header_api=("include/onnxruntime_c_api.h", main_lib) if main_lib else None,
+    )
+
+
+def _smoke(leg: Leg) -> Smoke:
+    return Smoke("smoke/onnxruntime", model="add.onnx")
+
+
+def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    platform_args, extra = _platform_args(leg, engine)
+    config = kit.build_type(leg)
+    build: list[Command] = []
+    if leg.os == "wasm":
+        build.append(Command("emsdk", ("git", "-C", "{src}", "submodule", "update", "--init", "--depth", "1",
+                                       "cmake/external/emsdk")))
+    build.append(Command("build.py", _build_py(leg, "{build}", platform_args, extra)))
+    collect = _headers(leg)
+    bundle = None
+    fixups: list[Command] = []
+    if leg.os == "wasm":
+        collect.append(CopyRule(f"{{build}}/{config}/libonnxruntime_webassembly.a", "lib", rename="libonnxruntime.a"))
+        libs: tuple[str, ...] = ("lib/libonnxruntime.a",)
+    elif leg.kind == "shared" and leg.os == "macos":
+        collect.append(CopyRule(f"{{build}}/{config}/libonnxruntime.*.*.*.dylib", "lib", rename="libonnxruntime.dylib"))
+        fixups.append(Command("install-name", ("install_name_tool", "-id", "@rpath/libonnxruntime.dylib",
+                                               "{stage}/lib/libonnxruntime.dylib"), cwd="{stage}"))
+        libs = ("lib/libonnxruntime.dylib",)
+    elif leg.kind == "shared" and leg.os == "windows":
+        collect += [CopyRule(f"{{build}}/{config}/{name}", "lib")
+                    for name in ("onnxruntime.dll", "onnxruntime.lib", "DirectML.dll")]
+        libs = ("lib/onnxruntime.dll", "lib/onnxruntime.lib")
+    else:
+        build.append(_re2("{build}", config))
+        output = "lib/" + kit.static_lib_name(leg, "onnxruntime")
+        bundle = Bundle(output=output, libraries_from=f"{{build}}/{config}", exclude=BUNDLE_EXCLUDE)
+        libs = (output,)
+    return Plan(
+        leg=leg, version=engine.version, archive=archive,
+        downloads=(kit.git_source(engine),),
+        patches=kit.patches_for(engine, leg),
+        build=tuple(build), collect=tuple(collect), bundle=bundle, fixups=tuple(fixups),
+        contract=_contract(leg, libs), smoke=_smoke(leg),
+    )
+
+
+def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    build: list[Command] = []
+    for slice_name, sysroot in (("device", "iphoneos"), ("simulator", "iphonesimulator")):
+        slice_dir = f"{{build}}/{slice_name}"
+        args = ["--ios", "--use_xcode", "--apple_sysroot", sysroot, "--osx_arch", "arm64",
+                "--apple_deploy_target", engine.pins["apple_deploy_target"], "--build_apple_framework"]
+        build.append(Command(f"build.py {slice_name}", _build_py(leg, slice_dir, args, [])))
+        build.append(_re2(slice_dir, "Release"))
+        build.append(Command(f"bundle {slice_name}", (
+            "{python}", "-m", "backends.steps.bundle", "--from-tree", f"{slice_dir}/Release",
+            "--exclude", kit.DEFAULT_BUNDLE_EXCLUDE, "--out", f"{slice_dir}/libonnxruntime.a")))
+    build.append(Command("xcframework", (
+        "xcodebuild", "-create-xcframework",
+        "-library", "{build}/device/libonnxruntime.a", "-headers", "{build}/headers",
+        "-library", "{build}/simulator/libonnxruntime.a", "-headers", "{build}/headers",
+        "-output", "{stage}/onnxruntime.xcframework")))
+    shipped = _shipped_eps(leg)
+    return Plan(
+        leg=leg, version=engine.version, archive=archive,
+        downloads=(kit.git_source(engine),),
+        patches=kit.patches_for(engine, leg),
+        build=tuple(build),
+        collect=tuple(CopyRule(rule.pattern, "{build}/headers") for rule in _headers(leg)),
+        contract=Contract(
+            required=("onnxruntime.xcframework/Info.plist",
+                      *(f"onnxruntime.xcframework/*/Headers/{EP_HEADER_FILES[a]}" for a in shipped)),
+            forbidden=tuple(_foreign_ep_headers(shipped)),
+        ),
+        notes=("no iOS smoke: the xcframework is checked by its contract only",),
+    )
+
+
+def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    if leg.platform == "android":
+        download = kit.url_source(engine, "aar")
+        collect = [CopyRule("{extract:aar}/headers/**", "include")]
+        collect += [CopyRule(f"{{extract:aar}}/jni/{abi}/libonnxruntime.so", f"lib/{abi}")
+                    for abi in leg.params["abis"].split()]
+        libs = tuple(f"lib/{abi}/libonnxruntime.so" for abi in leg.params["abis"].split())
+        return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download,),
+                    collect=tuple(collect), contract=_contract(leg, libs))
+    download = kit.url_source(engine, "release", leg.params)
+    root = "{extract:release}/*"
+    collect = [CopyRule(f"{root}/include/**", "include")]
+    exclude: list[str] = []
+    cuda = leg.flavor == "cuda"
+    if leg.os == "linux":
+        collect.append(CopyRule(f"{root}/lib/libonnxruntime.so*", "lib"))
+        if cuda:
+            collect += [CopyRule(f"{root}/lib/libonnxruntime_providers_shared.so", "lib"),
+                        CopyRule(f"{root}/lib/libonnxruntime_providers_cuda.so", "lib")]
+        libs: tuple[str, ...] = ("lib/libonnxruntime.so",)
+    else:
+        # Only the DLL and its import library: no ~400 MB .pdb, no bridge shim on CPU legs.
+        collect += [CopyRule(f"{root}/lib/onnxruntime.dll", "lib"), CopyRule(f"{root}/lib/onnxruntime.lib", "lib")]
+        if cuda:
+            collect += [CopyRule(f"{root}/lib/onnxruntime_providers_shared.dll", "lib"),
+                        CopyRule(f"{root}/lib/onnxruntime_providers_shared.lib", "lib", required=False),
+                        CopyRule(f"{root}/lib/onnxruntime_providers_cuda.dll", "lib")]
+        libs = ("lib/onnxruntime.dll", "lib/onnxruntime.lib")
+    if cuda:
+        # Headers advertise execution providers: the cuda package offers CUDA, not DML or TensorRT.
+        exclude += ["include/**/dml_provider_factory.h", "include/**/tensorrt_provider_factory.h"]
+    else:
+        exclude += [f"include/**/{name}" for name in EP_HEADER_FILES.values()]
+    contract = _contract(leg, libs)
+    if cuda:
+        cuda_lib = "lib/libonnxruntime_providers_cuda.so" if leg.os == "linux" else "lib/onnxruntime_providers_cuda.dll"
+        shared_lib = cuda_lib.replace("cuda", "shared")
+        contract = replace(contract, required=contract.required + (cuda_lib, shared_lib))
+    return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download,),
+                collect=tuple(collect), exclude=tuple(exclude), contract=contract, smoke=_smoke(leg))
+
+
+def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    if leg.platform == "ios":
+        return _ios_plan(leg, engine, archive)
+    if leg.source == "prebuilt":
+        return _prebuilt_plan(leg, engine, archive)
+    return _source_plan(leg, engine, archive)

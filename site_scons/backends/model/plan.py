@@ -1,0 +1,124 @@
+"""What a leg's steps will do, as data: downloads, patches, commands, staging, contract.
+
+Recipes return a `Plan`; the step graph executes it; `scons plan=1` prints it. Paths are
+symbolic (`{src}`, `{build}`, `{install}`, `{stage}`, `{download:<name>}`, `{python}`)
+so plans are host-independent and their goldens stable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from .engine import PatchSpec
+from .leg import Leg
+
+
+def frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class Download:
+    name: str
+    url: str
+    filename: str
+    sha256: str = ""
+    kind: str = "archive"  # archive | git | file
+    ref: str = ""
+    commit: str = ""
+    submodules: bool = False
+    unpack: bool = True
+
+
+@dataclass(frozen=True)
+class Command:
+    label: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=frozen)
+    cwd: str = "{src}"
+
+
+@dataclass(frozen=True)
+class CopyRule:
+    """Copy files matching `pattern` (rooted at a symbol such as `{extract:release}`) into `dest`.
+
+    A `**` keeps the path below it (`{x}/*/include/**` -> `include/a/b.h`); without one the
+    file lands under its own name, or `rename` when given. Symlinks stay symlinks.
+    """
+
+    pattern: str
+    dest: str
+    rename: str = ""
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Merge the leg's own static libraries into one archive in the stage."""
+
+    output: str  # stage-relative, e.g. lib/libonnxruntime.a
+    libraries_from: str  # a symbolic dir whose static libraries the build produced
+    exclude: str = ""  # regex over library paths (fetched sources, test fixtures, host tools)
+    fmt: str = ""  # elf | macho | coff; empty = detected from the libraries
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What the archive itself must (not) contain; checked by verify on the archive."""
+
+    required: tuple[str, ...] = ()
+    forbidden: tuple[str, ...] = ()
+    symbols: tuple[tuple[str, str], ...] = ()  # (library glob, exported symbol)
+    macho_archs: tuple[str, ...] = ()
+    header_api: tuple[str, str] | None = None  # (header path, library glob): header API <= library's
+    cmake_targets: tuple[str, ...] = ()  # must be exported by the package's CMake config
+    no_cmake_targets: tuple[str, ...] = ()
+    relocatable: bool = True  # no build-tree paths in shipped CMake configs
+    max_bytes: int = 2 * 1024**3 - 1
+
+
+@dataclass(frozen=True)
+class Smoke:
+    project: str  # smoke/<engine>
+    defines: Mapping[str, str] = field(default_factory=frozen)
+    model: str = ""  # a model file inside the project, passed to the program
+
+
+@dataclass(frozen=True)
+class Plan:
+    leg: Leg
+    version: str
+    archive: str  # archive file name (stem + .zip)
+    downloads: tuple[Download, ...] = ()
+    patches: tuple[PatchSpec, ...] = ()
+    env: Mapping[str, str] = field(default_factory=frozen)
+    build: tuple[Command, ...] = ()
+    collect: tuple[CopyRule, ...] = ()
+    exclude: tuple[str, ...] = ()
+    bundle: Bundle | None = None
+    fixups: tuple[Command, ...] = ()
+    contract: Contract = Contract()
+    smoke: Smoke | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        steps: list[str] = []
+        if self.leg.aggregate:
+            steps += ["inputs", "merge"]
+        else:
+            steps.append("fetch")
+            if any(d.unpack for d in self.downloads):
+                steps.append("extract")
+            if self.patches:
+                steps.append("patch")
+            if self.build:
+                steps.append("build")
+            steps.append("stage")
+            if self.bundle:
+                steps.append("bundle")
+            if self.fixups:
+                steps.append("fixup")
+        steps += ["archive", "verify", "smoke"]
+        return tuple(steps)

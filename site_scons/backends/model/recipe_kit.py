@@ -1,0 +1,88 @@
+"""Small helpers that engine recipes share: downloads, patch facts, CMake arguments."""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from .engine import Engine, PatchSpec, url_filename
+from .leg import Leg
+from .plan import Download
+
+# Default exclusion when bundling a build tree: fetched sources (malformed test `.a` files
+# live there, e.g. TFLite's ios/testdata) and test data.
+DEFAULT_BUNDLE_EXCLUDE = r"(/testdata/|-src/)"
+
+
+def linkage(leg: Leg) -> str:
+    return "shared" if leg.kind == "shared" else "static"
+
+
+def facts(leg: Leg) -> dict[str, str | tuple[str, ...]]:
+    """The values a patch's `when` table can test."""
+    return {
+        "engine": leg.engine,
+        "platform": leg.platform,
+        "os": leg.os,
+        "arch": leg.arch,
+        "kind": leg.kind,
+        "linkage": linkage(leg),
+        "config": leg.config,
+        "flavor": leg.flavor,
+        "source": leg.source,
+        "accelerator": leg.accelerator,
+    }
+
+
+def patches_for(engine: Engine, leg: Leg) -> tuple[PatchSpec, ...]:
+    leg_facts = facts(leg)
+    return tuple(p for p in engine.patches if p.applies_to(leg_facts))
+
+
+def git_source(engine: Engine, name: str = "source") -> Download:
+    spec = engine.sources[name]
+    values = engine.template_vars()
+    return Download(
+        name=name,
+        url=spec.url.format(**values),
+        filename=spec.url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git"),
+        kind="git",
+        ref=spec.ref.format(**values),
+        commit=spec.commit.format(**values),
+        submodules=spec.submodules,
+        unpack=False,
+    )
+
+
+def url_source(engine: Engine, name: str, params: Mapping[str, str] | None = None, *, unpack: bool = True) -> Download:
+    url = engine.render_url(name, params)
+    filename = url_filename(url)
+    return Download(name=name, url=url, filename=filename, sha256=engine.pinned_sha256(filename) or "", unpack=unpack)
+
+
+def defines(values: Mapping[str, str]) -> tuple[str, ...]:
+    """`-DKEY=VALUE` arguments in the given order."""
+    return tuple(f"-D{key}={value}" for key, value in values.items())
+
+
+def on_off(flag: bool) -> str:
+    return "ON" if flag else "OFF"
+
+
+def build_type(leg: Leg) -> str:
+    return "Debug" if leg.config == "debug" else "Release"
+
+
+def lib_file(leg: Leg, name: str) -> str:
+    """The file name of library `name` for the leg's OS and linkage."""
+    if leg.os == "windows":
+        return f"{name}.dll" if leg.kind == "shared" else f"{name}.lib"
+    if leg.kind == "shared":
+        return f"lib{name}.dylib" if leg.os in ("macos", "ios") else f"lib{name}.so"
+    return f"lib{name}.a"
+
+
+def static_lib_name(leg: Leg, name: str) -> str:
+    return f"{name}.lib" if leg.os == "windows" else f"lib{name}.a"
+
+
+def join_args(*groups: Iterable[str]) -> tuple[str, ...]:
+    return tuple(arg for group in groups for arg in group)

@@ -1,0 +1,82 @@
+"""Loading engine recipes (`engines/<engine>/recipe.py`) and planning every leg."""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+
+from .engine import DataError, Engine
+from .leg import Leg
+from .matrix import AGGREGATE_SLICES, Matrix
+from .plan import Contract, Plan, Smoke
+
+
+@lru_cache(maxsize=None)
+def _load_recipe(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"anira_recipe_{path.parent.name}", path)
+    if spec is None or spec.loader is None:
+        raise DataError(f"cannot load recipe {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "plan", None)):
+        raise DataError(f"{path} defines no plan(leg, engine, archive) function")
+    return module
+
+
+def archive_name(leg: Leg, engine: Engine, fmt: str = "zip") -> str:
+    return f"{leg.archive_stem(engine.libname, engine.version)}.{fmt}"
+
+
+def _aggregate_plan(leg: Leg, engine: Engine, matrix: Matrix, archive: str) -> Plan:
+    slice_plans = [plan_leg(matrix.leg(i), engine, matrix) for i in leg.inputs]
+    first = slice_plans[0].contract
+    if leg.aggregate == "universal":
+        contract = replace(first, macho_archs=tuple(p.split("-", 1)[1] for p in AGGREGATE_SLICES["universal"]))
+        notes = (f"lipo every Mach-O file under lib/ of {' + '.join(leg.inputs)}; include/ from the arm64 slice",)
+        smoke = slice_plans[-1].smoke
+    else:
+        abis = [p.split("-", 1)[1] for p in AGGREGATE_SLICES["android-bundle"]]
+        required = tuple(p for p in first.required if not p.startswith("lib/"))
+        required += tuple(f"lib/{abi}/{Path(p).name}" for abi in abis for p in first.required if p.startswith("lib/"))
+        contract = Contract(required=required, forbidden=first.forbidden)
+        notes = (f"include/ from {leg.inputs[0]}; lib/<abi>/ from each of {', '.join(leg.inputs)}",)
+        smoke = None
+    return Plan(leg=leg, version=engine.version, archive=archive, contract=contract, smoke=smoke, notes=notes)
+
+
+def plan_leg(leg: Leg, engine: Engine, matrix: Matrix) -> Plan:
+    archive = archive_name(leg, engine)
+    if leg.aggregate:
+        return _aggregate_plan(leg, engine, matrix, archive)
+    recipe = _load_recipe(engine.root / "recipe.py")
+    plan = recipe.plan(leg, engine, archive)
+    if plan.smoke is not None and not leg.can_run:
+        plan = replace(plan, smoke=None)
+    if plan.smoke is not None:
+        plan = replace(plan, smoke=_with_variant_defines(plan.smoke, leg))
+    return plan
+
+
+def _with_variant_defines(smoke: Smoke, leg: Leg) -> Smoke:
+    defines = {
+        "CMAKE_BUILD_TYPE": "Debug" if leg.config == "debug" else "Release",
+        "SMOKE_KIND": "static" if leg.kind != "shared" else "shared",
+        "SMOKE_FLAVOR": leg.flavor,
+        "SMOKE_ACCELERATOR": ",".join(leg.accelerator) or "none",
+        **smoke.defines,
+    }
+    if leg.os == "macos":
+        defines["CMAKE_OSX_ARCHITECTURES"] = leg.arch if leg.arch != "universal" else "arm64"
+    return replace(smoke, defines=defines)
+
+
+def plan_all(matrix: Matrix, legs: list[Leg] | None = None, version: str | None = None) -> list[Plan]:
+    plans = []
+    for leg in legs if legs is not None else matrix.legs:
+        engine = matrix.engines[leg.engine]
+        if version:
+            engine = engine.with_version(version)
+        plans.append(plan_leg(leg, engine, matrix))
+    return plans
