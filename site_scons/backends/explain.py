@@ -69,7 +69,8 @@ def ci_matrix(plans: Iterable[Plan]) -> str:
 
 def _command_text(command: Command) -> list[str]:
     lines = [f"    [{command.label}] (cwd {command.cwd})"]
-    lines += [f"      env {key}={value}" for key, value in command.env.items()]
+    if command.env:
+        lines.append("      env " + " ".join(f"{key}={_quote(value)}" for key, value in command.env.items()))
     lines.append("      " + " ".join(_quote(arg) for arg in command.argv))
     return lines
 
@@ -114,7 +115,8 @@ def render_plan(plan: Plan) -> str:
     for rule in plan.collect:
         target = f"{rule.dest}/{rule.rename}" if rule.rename else rule.dest
         lines.append(f"  stage {rule.pattern} -> {target}" + ("" if rule.required else " (optional)"))
-    lines += [f"  stage drops {pattern}" for pattern in plan.exclude]
+    if plan.exclude:
+        lines.append("  stage drops " + ", ".join(plan.exclude))
     if plan.bundle:
         lines.append(f"  bundle static libraries under {plan.bundle.libraries_from} -> {plan.bundle.output}"
                      + (f" (excluding /{plan.bundle.exclude}/)" if plan.bundle.exclude else ""))

@@ -29,6 +29,10 @@ class Download:
     commit: str = ""
     submodules: bool = False
     unpack: bool = True
+    # Top-level directories the download may come in, first existing wins; `{extract:<name>}`
+    # resolves to it. Lets an origin of another layout (a wheel's `torch/` for a release
+    # zip's `libtorch/`) feed the same stage rules. Empty: the extraction root itself.
+    roots: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,9 @@ class Plan:
     contract: Contract = Contract()
     smoke: Smoke | None = None
     notes: tuple[str, ...] = ()
+    # Upstream builds that write into their source tree (PyTorch's build_libtorch.py) get a
+    # private per-leg copy of it, so two legs never share objects.
+    private_source: bool = False
 
     @property
     def steps(self) -> tuple[str, ...]:

@@ -1,0 +1,150 @@
+"""LibTorch: repackage the `shared-with-deps` release zips, or run PyTorch's build_libtorch.py.
+
+Spec: upstream-spec §2.3 (environment per platform and why), §6.2 rows 9-11 (variants).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from backends.model import recipe_kit as kit
+from backends.model.engine import Engine
+from backends.model.leg import Leg
+from backends.model.plan import Command, Contract, CopyRule, Plan, Smoke
+
+PACKAGE_DIRS = ("include", "lib", "share", "bin")
+TORCH_CONFIG = "share/cmake/Torch/TorchConfig.cmake"
+
+DISABLED = ("USE_CUDA", "USE_ROCM", "USE_CUDNN", "USE_NCCL", "USE_DISTRIBUTED", "USE_TENSORPIPE", "USE_GLOO",
+            "USE_MPI", "BUILD_TEST", "BUILD_PYTHON")
+
+# What a C++ consumer never needs: Python bindings and PyTorch's own tests (the wheel
+# layout carries them; the release zip mostly does not).
+PYTHON_AND_TESTS = (
+    "lib/libtorch_python.*", "lib/torch_python.*",
+    "lib/libaoti_custom_ops.*", "lib/libbackend_with_compiler.*", "lib/libjitbackend_test.*",
+    "lib/libtorchbind_test.*", "lib/*test*.dll", "lib/*test*.lib",
+    "bin/test_*", "bin/*Test", "bin/*Test.exe", "bin/*.pt", "bin/*.ptl", "bin/upgrader_models/**",
+)
+
+# The NVIDIA redistributables the cu130 zips carry push the package past GitHub's 2 GB
+# release-asset limit, and users install CUDA 13 + cuDNN 9 themselves. Torch's own CUDA
+# libraries (torch_cuda, c10_cuda, caffe2_nvrtc) stay.
+NVIDIA_STEMS = ("cudnn", "cublas", "cudart", "nccl", "nvrtc", "nvToolsExt", "nvJitLink", "cufft", "curand",
+                "cusparse", "cusolver", "cupti", "nvshmem", "cufile", "nvperf", "cudss")
+
+
+def nvidia_redistributables(os_name: str) -> tuple[str, ...]:
+    """Globs of the NVIDIA runtime libraries in a cu130 zip (cublas also covers cublasLt)."""
+    if os_name == "windows":
+        return tuple(f"lib/{stem}*.dll" for stem in NVIDIA_STEMS)
+    return tuple(f"lib/lib{stem}*.so*" for stem in NVIDIA_STEMS)
+
+
+CUDA_LIBRARIES = {"linux": ("lib/libtorch_cuda.so", "lib/libc10_cuda.so"),
+                  "windows": ("lib/torch_cuda.dll", "lib/c10_cuda.dll")}
+
+
+def _main_library(leg: Leg) -> str:
+    return {"linux": "lib/libtorch_cpu.so", "windows": "lib/torch_cpu.dll"}.get(leg.os, "lib/libtorch_cpu.dylib")
+
+
+def _contract(leg: Leg) -> Contract:
+    required = ["include/torch/torch.h", TORCH_CONFIG, _main_library(leg)]
+    forbidden = [p for p in PYTHON_AND_TESTS if not p.startswith("bin/*.")]
+    if leg.flavor == "cuda":
+        required += CUDA_LIBRARIES[leg.os]
+        forbidden += nvidia_redistributables(leg.os)
+    return Contract(
+        required=tuple(required),
+        forbidden=tuple(forbidden),
+        macho_archs=(leg.arch,) if leg.os == "macos" else (),
+    )
+
+
+def _smoke() -> Smoke:
+    return Smoke("smoke/libtorch")
+
+
+def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    download = replace(kit.url_source(engine, "release", leg.params), roots=("libtorch", "torch"))
+    collect = tuple(CopyRule(f"{{extract:release}}/{d}/**", d, required=d in ("include", "lib", "share"))
+                    for d in PACKAGE_DIRS)
+    exclude = PYTHON_AND_TESTS + (nvidia_redistributables(leg.os) if leg.flavor == "cuda" else ())
+    notes = ()
+    if leg.flavor == "cuda":
+        notes = ("NVIDIA redistributables stripped (cuDNN, cuBLAS, cudart, NCCL, nvrtc, ...): "
+                 "the user provides CUDA 13.x + cuDNN 9, driver r580+",)
+    return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download,), collect=collect,
+                exclude=exclude, contract=_contract(leg), smoke=_smoke(), notes=notes)
+
+
+def _environment(leg: Leg, engine: Engine) -> dict[str, str]:
+    env = {name: "0" for name in DISABLED}
+    env.update(BUILD_SHARED_LIBS="1", USE_FBGEMM="1", USE_QNNPACK="1", USE_PYTORCH_QNNPACK="1", MAX_JOBS="{jobs}")
+    if leg.os == "macos":
+        env.update(
+            CMAKE_OSX_ARCHITECTURES=leg.arch,
+            MACOSX_DEPLOYMENT_TARGET=engine.pins["macos_deploy_target"],
+            USE_MKLDNN="1",
+            USE_MPS="1" if "mps" in leg.accelerator else "0",
+            USE_NATIVE_ARCH="0",  # Apple Clang rejects -mavx512fp16 on AVX-512 runners
+        )
+    elif leg.os == "linux":
+        env.update(USE_MKL="0", BLAS="OpenBLAS", USE_FBGEMM="0",
+                   ACL_ROOT_DIR="{src:acl}", USE_MKLDNN="1", USE_MKLDNN_ACL="1")
+    elif leg.os == "windows":
+        env.update(USE_MKL="0", USE_MKLDNN="0", USE_FBGEMM="0", USE_QNNPACK="0", USE_PYTORCH_QNNPACK="0",
+                   CMAKE_GENERATOR="Ninja", BLAS="Eigen",
+                   MAX_JOBS="2")  # the 16 GB windows-11-arm runner runs out of memory beyond 2
+    return env
+
+
+ACL_SCONS_ARGS = ("Werror=0", "debug=0", "neon=1", "opencl=0", "embed_kernels=0", "os=linux", "arch=armv8a",
+                  "build=native", "multi_isa=1", "fixed_format_kernels=1", "openmp=1", "cppthreads=0")
+
+
+def _acl_commands() -> list[Command]:
+    return [
+        Command("acl scons", ("{python}", "-m", "pip", "install", "scons")),
+        Command("acl", ("scons", *ACL_SCONS_ARGS, "-j{jobs}"), cwd="{src:acl}"),
+    ]
+
+
+def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    env = _environment(leg, engine)
+    build = [
+        Command("pip", ("{python}", "-m", "pip", "install", "--upgrade", "pip")),
+        # requirements.txt would pull lintrunner, which has no win-arm64 wheel.
+        Command("pip build deps", ("{python}", "-m", "pip", "install", "-r", "{src}/requirements-build.txt")),
+        Command("pip tools", ("{python}", "-m", "pip", "install", "pyyaml", "typing_extensions", "setuptools", "numpy")),
+    ]
+    downloads = [kit.git_source(engine)]
+    if leg.os == "linux":
+        downloads.append(kit.git_source(engine, "acl"))
+        build += _acl_commands()
+    build.append(Command("build_libtorch", ("{python}", "tools/build_libtorch.py"), env=env))
+    collect = [CopyRule(f"{{src}}/torch/{d}/**", d, required=d != "bin") for d in PACKAGE_DIRS]
+    fixups: list[Command] = []
+    if leg.os == "linux":
+        # Without these, consumers get undefined arm_compute::* / cblas_* symbols.
+        collect.append(CopyRule("{src:acl}/build/libarm_compute*.so", "lib"))
+        fixups += [
+            Command("openblas", ("{python}", "-m", "backends.fixups", "copy-system-libs", "--ldconfig", "libopenblas",
+                                 "{stage}/lib"), cwd="{stage}"),
+            Command("rpath", ("{python}", "-m", "backends.fixups", "set-rpath", "--rpath", "$ORIGIN", "{stage}/lib"),
+                    cwd="{stage}"),
+        ]
+    return Plan(
+        leg=leg, version=engine.version, archive=archive,
+        downloads=tuple(downloads), patches=kit.patches_for(engine, leg),
+        build=tuple(build), collect=tuple(collect), exclude=PYTHON_AND_TESTS, fixups=tuple(fixups),
+        contract=_contract(leg), smoke=_smoke(), private_source=True,
+        notes=("build_libtorch.py builds in <src>/build and installs into <src>/torch: each leg gets a private "
+               "copy of the source tree, so the MPS and CPU builds never share objects",),
+    )
+
+
+def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    if leg.source == "prebuilt":
+        return _prebuilt_plan(leg, engine, archive)
+    return _source_plan(leg, engine, archive)
