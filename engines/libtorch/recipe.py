@@ -49,7 +49,7 @@ def _main_library(leg: Leg) -> str:
 
 
 def _contract(leg: Leg) -> Contract:
-    required = ["include/torch/torch.h", TORCH_CONFIG, _main_library(leg)]
+    required = ["include/torch/csrc/api/include/torch/torch.h", TORCH_CONFIG, _main_library(leg)]
     forbidden = [p for p in PYTHON_AND_TESTS if not p.startswith("bin/*.")]
     if leg.flavor == "cuda":
         required += CUDA_LIBRARIES[leg.os]

@@ -12,7 +12,6 @@ from .model.matrix import Matrix
 from .model.plan import Plan
 from .model.recipes import plan_all
 from .model.selection import Filters, SelectionError, select, select_ids
-from .model.vocab import ENGINES
 from .options import OPTION_NAMES, OPTIONS, parse_bool
 
 COMMANDS = ("list", "ci-matrix")
@@ -97,8 +96,8 @@ def _settings(arguments: Mapping[str, str], root: Path) -> Settings:
     )
 
 
-def _is_leg_like(target: str) -> bool:
-    return any(target.startswith(f"{engine}-") for engine in ENGINES)
+def _is_leg_like(target: str, engines: Sequence[str]) -> bool:
+    return any(target.startswith(f"{engine}-") for engine in engines)
 
 
 def _select(matrix: Matrix, arguments: Mapping[str, str], leg_targets: Sequence[str], host: Host,
@@ -110,7 +109,7 @@ def _select(matrix: Matrix, arguments: Mapping[str, str], leg_targets: Sequence[
         # Building means this host's default packages unless told otherwise.
         raw.setdefault("platform", host.platform)
         raw.setdefault("flavor", "cpu")
-    return select(matrix.legs, Filters.parse(raw))
+    return select(matrix.legs, Filters.parse(raw, tuple(matrix.engines)))
 
 
 def _check_version_override(legs: Sequence[Leg], version: str) -> None:
@@ -143,7 +142,7 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
         raise SelectionError(f"choose one of {', '.join(COMMANDS)}")
     plan_only = parse_bool("plan", arguments.get("plan", "0"))
     mode = commands[0] if commands else ("plan" if plan_only else "build")
-    leg_targets = [t for t in targets if _is_leg_like(t)]
+    leg_targets = [t for t in targets if _is_leg_like(t, tuple(matrix.engines))]
     extra = tuple(t for t in targets if t not in COMMANDS and t not in leg_targets)
     legs = _select(matrix, arguments, leg_targets, host, building=(mode == "build"))
     _check_version_override(legs, settings.version)

@@ -73,7 +73,7 @@ class RunError(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-def limited_env(extra: Mapping[str, str] = {},
+def limited_env(extra: Mapping[str, str],
                 allow: Iterable[str] = DEFAULT_ALLOW) -> dict[str, str]:
     """A child environment: the allow-listed host variables, then `extra`, then the
     CMake policy floor (unless `extra` sets it)."""

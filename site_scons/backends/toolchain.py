@@ -64,10 +64,9 @@ def require_tool(name: str, purpose: str, *, prefer_native: bool = False) -> str
     """Like `find_tool`, but a missing tool is a `ToolMissing` error naming its use."""
     found = find_tool(name, prefer_native=prefer_native)
     if found is None:
-        raise ToolMissing(
-            f"{name} not found (needed for {purpose}); "
-            "install Debian's llvm package or Xcode"
-        )
+        hint = ("install Debian's llvm package or Xcode" if name.startswith("llvm-")
+                else "install it or put it on PATH")
+        raise ToolMissing(f"{name} not found (needed for {purpose}); {hint}")
     return found
 
 

@@ -142,10 +142,17 @@ def _validate(legs: list[Leg]) -> None:
             raise DataError(f"aggregate {leg.id} needs legs that do not exist: {', '.join(missing)}")
 
 
+def engine_names(project_root: Path) -> list[str]:
+    """Engines that have data, the known five first (DESIGN's order), then any others."""
+    found = {path.stem for path in (project_root / "variants").glob("*.toml")}
+    return [name for name in ENGINES if name in found] + sorted(found - set(ENGINES))
+
+
 def load_matrix(project_root: Path) -> Matrix:
-    engines = {name: load_engine(project_root / "engines" / name) for name in ENGINES}
+    names = engine_names(project_root)
+    engines = {name: load_engine(project_root / "engines" / name) for name in names}
     legs: list[Leg] = []
-    for name in ENGINES:
+    for name in names:
         legs.extend(load_variants(project_root / "variants" / f"{name}.toml", name))
     _validate(legs)
     return Matrix(engines=MappingProxyType(engines), legs=tuple(legs))

@@ -31,9 +31,11 @@ class Filters:
     values: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, raw: dict[str, str]) -> "Filters":
+    def parse(cls, raw: dict[str, str], engines: Sequence[str] = ENGINES) -> "Filters":
         values: dict[str, tuple[str, ...]] = {}
         for name, _plural, _attr, vocabulary in DIMENSIONS:
+            if name == "engine":
+                vocabulary = tuple(engines)
             text = (raw.get(name) or "").strip()
             if not text or text == "all":
                 continue
@@ -51,7 +53,8 @@ class Filters:
 
 
 def _suggest(token: str, valid: Iterable[str]) -> str:
-    close = difflib.get_close_matches(token, list(valid), n=1)
+    valid = list(valid)
+    close = [v for v in valid if token and v.startswith(token)] or difflib.get_close_matches(token, valid, n=1)
     return f" (did you mean {close[0]}?)" if close else ""
 
 

@@ -1,0 +1,577 @@
+"""The step graph: every step of every selected leg as an SCons target with a precise signature.
+
+Each step's target is a JSON manifest written last and atomically; its sources are the
+previous step's manifest plus one `Value` holding the canonical JSON of every setting that
+changes its output (flags, environment additions, pins, patch hashes, tool versions).
+Upstream trees are never SCons sources (DESIGN §5). This module is the only one, with
+SConstruct, that imports SCons.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import SCons.Script as scons
+from SCons.Errors import BuildError
+
+from . import toolchain
+from .frontend import Invocation, Settings
+from .host import Host
+from .model.engine import Engine
+from .model.leg import Leg
+from .model.matrix import Matrix
+from .model.plan import Download, Plan
+from .model.recipes import plan_leg
+from .pins import record_pin
+from .steps import archive as archive_step
+from .steps import fetch as fetch_step
+from .steps import manifest as manifest_step
+from .steps import smoke as smoke_step
+from .steps import source as source_step
+from .steps import stage as stage_step
+from .steps import upstream as upstream_step
+from .steps import verify as verify_step
+from .steps.context import LegDirs
+from .steps.extract import extract
+from .steps.files import list_tree, write_json
+from .steps.universal import universal_tree
+
+# Bump when a step's implementation changes what it produces, so outputs are rebuilt.
+STEP_VERSION = 1
+
+
+def canonical(obj: object) -> str:
+    return json.dumps(_plain(obj), sort_keys=True, separators=(",", ":"))
+
+
+def _plain(obj: object) -> object:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def short_hash(*parts: object) -> str:
+    return hashlib.sha256(canonical(parts).encode()).hexdigest()[:16]
+
+
+def _read(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())
+
+
+def _tool_versions(*names: str) -> dict[str, str]:
+    versions = {}
+    for name in names:
+        path = toolchain.find_tool(name)
+        versions[name] = toolchain.tool_version(path) if path else "absent"
+    return versions
+
+
+@dataclasses.dataclass
+class LegNodes:
+    plan: Plan
+    engine: Engine
+    dirs: LegDirs
+    archive: Any = None
+    verify: Any = None
+    smoke: Any = None
+
+
+class Graph:
+    """Declares the nodes of the selected legs into one SCons environment."""
+
+    def __init__(self, env: Any, root: Path, invocation: Invocation, matrix: Matrix, host: Host) -> None:
+        self.env = env
+        self.root = root
+        self.build_root = root / "build"
+        self.dist = root / "dist"
+        self.settings: Settings = invocation.settings
+        self.matrix = matrix
+        self.host = host
+        self.environ = dict(os.environ)
+        self.legs: dict[str, LegNodes] = {}
+        self._fetch_nodes: dict[str, tuple[Any, Path]] = {}
+        self._tree_nodes: dict[str, tuple[Any, Path]] = {}
+
+    # -- helpers ---------------------------------------------------------------------
+    def _value(self, name: str, payload: object) -> Any:
+        return self.env.Value(canonical({"step": name, "step_version": STEP_VERSION, **_as_dict(payload)}))
+
+    def _command(self, target: Any, sources: list[Any], step: str, leg_id: str, describe: str) -> Any:
+        action = self.env.Action(_dispatch, f"[{step}] {describe}")
+        nodes = self.env.Command(target, sources, action, GRAPH_STEP=step, GRAPH_LEG=leg_id)
+        self.env.NoCache(nodes)
+        return nodes
+
+    def _engine(self, leg: Leg) -> Engine:
+        engine = self.matrix.engines[leg.engine]
+        return engine.with_version(self.settings.version) if self.settings.version else engine
+
+    def _leg_dirs(self, leg: Leg, plan: Plan, src: Path, extracts: dict[str, Path],
+                  downloads: dict[str, Path], sources: dict[str, Path]) -> LegDirs:
+        base = self.build_root / "legs" / leg.id
+        if plan.private_source:
+            src = base / "src" / src.name
+        return LegDirs(src=src, build=base / "work", install=base / "install", stage=base / "stage",
+                       logs=base / "logs", sources=sources, extracts=extracts, downloads=downloads)
+
+    # -- fetch / extract / source -------------------------------------------------------
+    def _origin(self, plan: Plan, download: Download) -> str:
+        origins = self.settings.origins
+        if download.name in origins:
+            return origins[download.name]
+        if "" in origins and plan.downloads and download is plan.downloads[0]:
+            return origins[""]
+        return ""
+
+    def fetch(self, plan: Plan, download: Download) -> tuple[Any, Path]:
+        origin = self._origin(plan, download)
+        key = short_hash(download, origin)
+        if key in self._fetch_nodes:
+            return self._fetch_nodes[key]
+        kind = "git" if download.kind == "git" else "downloads"
+        target = self.build_root / kind / f"{plan.leg.engine}-{download.name}-{key}.json"
+        sources = [self._value("fetch", {"download": download, "origin": origin})]
+        if origin and Path(origin).is_file():
+            sources.append(self.env.File(str(Path(origin).resolve())))
+        REGISTRY.fetches[str(target)] = (self, plan.leg.engine, download, origin)
+        node = self._command(str(target), sources, "fetch", plan.leg.id, f"{download.name}: {origin or download.url}")
+        self._fetch_nodes[key] = (node, target)
+        return node, target
+
+    def extract(self, plan: Plan, download: Download, fetch_node: Any, fetch_manifest: Path) -> tuple[Any, Path]:
+        key = fetch_manifest.stem
+        if key in self._tree_nodes:
+            return self._tree_nodes[key]
+        target = self.build_root / "extract" / f"{key}.json"
+        REGISTRY.extracts[str(target)] = (download, fetch_manifest, target.with_suffix(""))
+        origin = self._origin(plan, download)
+        node = self._command(str(target), [fetch_node, self._value("extract", {"roots": download.roots})],
+                             "extract", plan.leg.id, Path(origin).name if origin else download.filename)
+        self.env.Clean(node, str(target.with_suffix("")))
+        self._tree_nodes[key] = (node, target)
+        return node, target
+
+    def source_tree(self, plan: Plan, engine: Engine, origin_node: Any, origin_manifest: Path) -> tuple[Any, Path]:
+        scripts = [engine.root / p.file for p in plan.patches]
+        key = short_hash(origin_manifest.name, [source_step.patch_key(s) for s in scripts])
+        target = self.build_root / "src" / f"{engine.name}-{engine.version}-{key}.json"
+        if str(target) in REGISTRY.trees:
+            return REGISTRY.trees[str(target)][3], target
+        sources = [origin_node, *(self.env.File(str(s)) for s in scripts),
+                   self._value("patch", {"patches": plan.patches})]
+        node = self._command(str(target), sources, "patch", plan.leg.id,
+                             f"{engine.name} {engine.version}: " + ", ".join(p.name for p in plan.patches))
+        REGISTRY.trees[str(target)] = (origin_manifest, scripts, target.with_suffix(""), node)
+        self.env.Clean(node, str(target.with_suffix("")))
+        return node, target
+
+    # -- one leg ---------------------------------------------------------------------------
+    def add_leg(self, leg: Leg) -> LegNodes:
+        if leg.id in self.legs:
+            return self.legs[leg.id]
+        engine = self._engine(leg)
+        plan = plan_leg(leg, engine, self.matrix)
+        if leg.aggregate:
+            return self._add_aggregate(leg, plan, engine)
+        inputs: list[Any] = []
+        extracts: dict[str, Path] = {}
+        downloads: dict[str, Path] = {}
+        sources: dict[str, Path] = {}
+        src = Path()
+        main_tree: tuple[Any, Path] | None = None
+        for download in plan.downloads:
+            fetch_node, fetch_manifest = self.fetch(plan, download)
+            downloads[download.name] = fetch_manifest  # resolved to the cached file at run time
+            if download.kind == "git":
+                tree = (fetch_node, fetch_manifest)
+                sources[download.name] = fetch_manifest.with_suffix("") / _leaf(download)
+            elif download.unpack:
+                tree = self.extract(plan, download, fetch_node, fetch_manifest)
+                extracts[download.name] = tree[1]
+            else:
+                tree = (fetch_node, fetch_manifest)
+            if download.name == "source":
+                main_tree = tree
+            inputs.append(tree[0])
+        if main_tree is not None:
+            if plan.patches:
+                node, manifest = self.source_tree(plan, engine, *main_tree)
+                inputs.append(node)
+                src = manifest.with_suffix("") / _leaf(plan.downloads[0])
+            elif plan.downloads[0].kind == "git":
+                src = main_tree[1].with_suffix("") / _leaf(plan.downloads[0])
+            else:
+                src = main_tree[1].with_suffix("") / "tree"
+        dirs = self._leg_dirs(leg, plan, src, extracts, downloads, sources)
+        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs)
+        self.legs[leg.id] = nodes
+        REGISTRY.legs[leg.id] = nodes
+        steps_dir = dirs.logs.parent / "steps"
+        previous = inputs
+        if plan.build:
+            build = self._command(str(steps_dir / "build.json"),
+                                  [*inputs, self._value("build", {"commands": plan.build, "env": plan.env,
+                                                                  "private": plan.private_source,
+                                                                  "tools": self._build_tools()})],
+                                  "build", leg.id, leg.id)
+            self.env.Clean(build, [str(dirs.build), str(dirs.install)])
+            previous = [build]
+        stage_payload = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
+                         "fixups": plan.fixups}
+        stage = self._command(str(steps_dir / "stage.json"), [*previous, self._value("stage", stage_payload)],
+                              "stage", leg.id, leg.id)
+        self.env.Clean(stage, str(dirs.stage))
+        self._finish(nodes, stage)
+        return nodes
+
+    def _build_tools(self) -> dict[str, str]:
+        return _tool_versions("cmake", "ninja", "cc", "c++")
+
+    def _add_aggregate(self, leg: Leg, plan: Plan, engine: Engine) -> LegNodes:
+        base = self.build_root / "legs" / leg.id
+        dirs = LegDirs(src=base / "inputs", build=base / "work", install=base / "install", stage=base / "stage",
+                       logs=base / "logs")
+        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs)
+        self.legs[leg.id] = nodes
+        REGISTRY.legs[leg.id] = nodes
+        input_archives = []
+        for input_id in leg.inputs:
+            input_leg = self.matrix.leg(input_id)
+            if self.host.can_build(input_leg):
+                input_archives.append(self.add_leg(input_leg).archive)
+            else:
+                input_archives.append(self.env.File(str(self.dist / plan_leg(input_leg, self._engine(input_leg),
+                                                                              self.matrix).archive)))
+        merge = self._command(str(base / "steps" / "merge.json"),
+                              [*input_archives, self._value("merge", {"aggregate": leg.aggregate,
+                                                                      "inputs": leg.inputs})],
+                              "merge", leg.id, f"{leg.aggregate} of {', '.join(leg.inputs)}")
+        self.env.Clean(merge, str(dirs.stage))
+        self._finish(nodes, merge)
+        return nodes
+
+    def _finish(self, nodes: LegNodes, staged: Any) -> None:
+        plan, leg, dirs = nodes.plan, nodes.plan.leg, nodes.dirs
+        steps_dir = dirs.logs.parent / "steps"
+        name = plan.archive if self.settings.format == "zip" else plan.archive[:-4] + "." + self.settings.format
+        archive = self.dist / name
+        archive_nodes = self._command(
+            [str(archive), str(archive) + ".sha256", str(archive) + ".json"],
+            [staged, self._value("archive", {"format": self.settings.format, "leg": leg,
+                                             "engine": _engine_record(nodes.engine), "patches": plan.patches})],
+            "archive", leg.id, name)
+        nodes.archive = archive_nodes[0]
+        verify = self._command(str(steps_dir / "verify.json"),
+                               [nodes.archive, self._value("verify", {"contract": plan.contract})],
+                               "verify", leg.id, name)
+        smoke_sources = [nodes.archive, verify, self._value("smoke", {
+            "smoke": plan.smoke, "run_mode": self.host.run_mode(leg), "tools": _tool_versions("cmake", "c++")})]
+        if plan.smoke:
+            smoke_sources += self.env.Glob(str(self.root / plan.smoke.project / "*"))
+        nodes.smoke = self._command(str(steps_dir / "smoke.json"), smoke_sources, "smoke", leg.id, name)
+        nodes.verify = verify
+        self.env.Alias(leg.id, nodes.smoke)
+
+
+def _leaf(download: Download) -> str:
+    return download.filename.removesuffix(".git") or download.name
+
+
+def _engine_record(engine: Engine) -> dict[str, object]:
+    return {"name": engine.name, "libname": engine.libname, "version": engine.version, "license": engine.license,
+            "pins": dict(engine.pins)}
+
+
+def _as_dict(payload: object) -> dict[str, object]:
+    plain = _plain(payload)
+    return plain if isinstance(plain, dict) else {"value": plain}
+
+
+class _Registry:
+    """What each declared target needs at run time (actions get only target/source/env)."""
+
+    def __init__(self) -> None:
+        self.legs: dict[str, LegNodes] = {}
+        self.fetches: dict[str, tuple[Graph, str, Download, str]] = {}
+        self.extracts: dict[str, tuple[Download, Path, Path]] = {}
+        self.trees: dict[str, tuple[Path, list[Path], Path, Any]] = {}
+
+
+REGISTRY = _Registry()
+
+
+# -- actions ------------------------------------------------------------------------------
+
+def _dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
+    step, leg_id = env["GRAPH_STEP"], env["GRAPH_LEG"]
+    try:
+        ACTIONS[step](Path(target[0].abspath), leg_id)
+    except Exception as error:  # every step error becomes one clear SCons failure
+        if os.environ.get("ANIRA_TRACEBACK"):
+            traceback.print_exc()
+        raise BuildError(errstr=f"{leg_id}: {step} failed: {error}") from error
+    return None
+
+
+def _graph_for_fetch(target: Path) -> tuple[Graph, str, Download, str]:
+    return REGISTRY.fetches[str(target)]
+
+
+def _do_fetch(target: Path, leg_id: str) -> None:
+    graph, engine_name, download, origin = _graph_for_fetch(target)
+    if download.kind == "git":
+        _git_checkout(graph, download, origin, target)
+        return
+    settings = graph.settings
+    fetched = fetch_step.fetch(
+        fetch_step.Download(url=origin or download.url, filename=Path(origin).name if origin else download.filename,
+                            sha256=None if origin else (download.sha256 or None)),
+        fetch_step.FetchSettings(cache_dir=settings.cache, mirrors=settings.mirrors, offline=settings.offline,
+                                 lock=settings.lock or bool(origin)))
+    if settings.lock and not origin and not download.sha256:
+        record_pin(graph.matrix.engines[engine_name].root / "engine.toml", download.filename, fetched.sha256)
+    write_json(target, {"name": download.name, "url": download.url, "origin": fetched.origin,
+                        "filename": download.filename, "sha256": fetched.sha256, "path": str(fetched.path)})
+
+
+def _git_checkout(graph: Graph, download: Download, origin: str, target: Path) -> None:
+    from .run import limited_env, run
+
+    dest = target.with_suffix("") / _leaf(download)
+    url = origin or _git_mirror(graph.settings.mirrors, download) or download.url
+    if graph.settings.offline and not Path(url).exists():
+        raise RuntimeError(f"offline: no mirror holds {download.filename}; put a clone at <mirror>/{download.filename}")
+    if not download.commit and not graph.settings.lock:
+        raise RuntimeError(f"{download.url} at {download.ref} has no commit pin; run with lock=1 to record one")
+    shutil.rmtree(target.with_suffix(""), ignore_errors=True)
+    argv = ["git", "clone", "--depth", "1", "--branch", download.ref]
+    if download.submodules:
+        argv += ["--recurse-submodules", "--shallow-submodules"]
+    run([*argv, url, str(dest)], env=limited_env({}), cwd=graph.build_root, log=target.with_suffix(".log"),
+        label=f"git {download.filename}")
+    commit = os.popen(f"git -C '{dest}' rev-parse HEAD").read().strip()
+    if download.commit and commit != download.commit:
+        raise RuntimeError(f"{download.url} {download.ref} is {commit}, but the pin says {download.commit}")
+    write_json(target, {"name": download.name, "url": download.url, "origin": url, "ref": download.ref,
+                        "commit": commit, "path": str(dest)})
+
+
+def _git_mirror(mirrors: tuple[str, ...], download: Download) -> str:
+    for mirror in mirrors:
+        candidate = Path(mirror) / download.filename
+        if candidate.exists():
+            return str(candidate)
+    return ""
+
+
+def _fetched_file(fetch_manifest: Path) -> Path:
+    record = _read(fetch_manifest)
+    path = Path(record["path"])
+    if not path.is_file():
+        raise RuntimeError(f"{path} left the download cache; run `scons -c` for this leg or delete {fetch_manifest}")
+    return path
+
+
+def _do_extract(target: Path, leg_id: str) -> None:
+    download, fetch_manifest, dest = REGISTRY.extracts[str(target)]
+    archive = _fetched_file(fetch_manifest)
+    tree = dest / "tree"
+    entries = extract(archive, tree, fmt=_format_of(archive.name))
+    root = tree
+    for candidate in download.roots:
+        if (tree / candidate).is_dir():
+            root = tree / candidate
+            break
+    else:
+        if download.roots:
+            raise RuntimeError(f"{archive.name} has none of the top-level directories {', '.join(download.roots)}")
+    if root != tree:
+        link = dest / "root"
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(root.relative_to(dest))
+    write_json(target, {"archive": archive.name, "root": str(root), "entries": len(entries)})
+
+
+def _format_of(name: str) -> str | None:
+    return "zip" if name.endswith((".whl", ".aar", ".nupkg")) else None
+
+
+def _do_patch(target: Path, leg_id: str) -> None:
+    origin_manifest, scripts, dest, _node = REGISTRY.trees[str(target)]
+    record = _read(origin_manifest)
+    origin = Path(record.get("path") or record["root"])
+    if "root" in record:
+        origin = Path(record["root"])
+    tree = dest / origin.name if origin.name != "tree" else dest / "tree"
+    outcomes = source_step.prepare_tree(origin, tree, scripts)
+    for outcome in outcomes:
+        print(f"[patch] {outcome.describe()}", flush=True)
+    write_json(target, {"origin": str(origin), "path": str(tree),
+                        "patches": [dataclasses.asdict(o) for o in outcomes]})
+
+
+def _resolved_dirs(nodes: LegNodes) -> LegDirs:
+    """Manifest paths in the plan's tables become the real files and trees they describe."""
+    dirs = nodes.dirs
+    extracts = {n: Path(_read(p)["root"]) for n, p in dirs.extracts.items()}
+    downloads = {n: Path(_read(p)["path"]) for n, p in dirs.downloads.items()}
+    return dataclasses.replace(dirs, extracts=extracts, downloads=downloads)
+
+
+def _do_build(target: Path, leg_id: str) -> None:
+    nodes = REGISTRY.legs[leg_id]
+    graph = _graph_of(leg_id)
+    dirs = _resolved_dirs(nodes)
+    plan = nodes.plan
+    if plan.private_source:
+        shared = _shared_src(nodes)
+        upstream_step.private_copy(shared, dirs.src, short_hash(str(shared)))
+    ran = upstream_step.build(plan.build, plan.env, dirs, leg_id, graph.environ, graph.settings.verbose,
+                              graph.settings.heavy_jobs, graph.build_root / "locks")
+    write_json(target, {"leg": leg_id, "commands": ran})
+
+
+def _shared_src(nodes: LegNodes) -> Path:
+    for graph_tree in REGISTRY.trees.values():
+        if graph_tree[2] in nodes.dirs.src.parents:
+            return graph_tree[2]
+    plan = nodes.plan
+    download = plan.downloads[0]
+    fetch_manifest = nodes.dirs.downloads[download.name]
+    record = _read(fetch_manifest)
+    if download.kind == "git":
+        return Path(record["path"])
+    return Path(_read(nodes.dirs.extracts[download.name])["root"])
+
+
+def _graph_of(leg_id: str) -> Graph:
+    return GRAPH[0]
+
+
+def _do_stage(target: Path, leg_id: str) -> None:
+    nodes = REGISTRY.legs[leg_id]
+    graph = _graph_of(leg_id)
+    dirs = _resolved_dirs(nodes)
+    result = stage_step.stage(nodes.plan, dirs, graph.environ)
+    if nodes.plan.fixups:
+        result["fixups"] = upstream_step.run_commands(nodes.plan.fixups, nodes.plan.env, dirs, leg_id, graph.environ,
+                                                      graph.settings.verbose, log_prefix="fixup")
+    result["files"] = len([e for e in list_tree(dirs.stage, with_hashes=False) if e.kind != "dir"])
+    write_json(target, result)
+
+
+def _do_merge(target: Path, leg_id: str) -> None:
+    nodes = REGISTRY.legs[leg_id]
+    graph = _graph_of(leg_id)
+    leg, dirs = nodes.plan.leg, nodes.dirs
+    unpacked = []
+    for input_id in leg.inputs:
+        input_plan = plan_leg(graph.matrix.leg(input_id), nodes.engine, graph.matrix)
+        where = dirs.src / input_id
+        extract(graph.dist / input_plan.archive, where)
+        unpacked.append(where)
+    shutil.rmtree(dirs.stage, ignore_errors=True)
+    if leg.aggregate == "universal":
+        report = universal_tree(unpacked[0], unpacked[1], dirs.stage)
+    else:
+        report = _android_bundle(leg, unpacked, dirs.stage)
+    write_json(target, {"inputs": list(leg.inputs), "report": report})
+
+
+def _android_bundle(leg: Leg, unpacked: list[Path], stage: Path) -> list[str]:
+    stage.mkdir(parents=True)
+    shutil.copytree(unpacked[0] / "include", stage / "include", symlinks=True)
+    report = []
+    for input_id, tree in zip(leg.inputs, unpacked):
+        abi = input_id.split("-android-", 1)[1].rsplit(f"-{leg.kind}", 1)[0]
+        for lib in sorted((tree / "lib").glob("*")):
+            if lib.is_file():
+                (stage / "lib" / abi).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(lib, stage / "lib" / abi / lib.name)
+                report.append(f"lib/{abi}/{lib.name}")
+    return report
+
+
+def _do_archive(target: Path, leg_id: str) -> None:
+    nodes = REGISTRY.legs[leg_id]
+    graph = _graph_of(leg_id)
+    dirs = nodes.dirs
+    scratch = dirs.logs.parent / "archive"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    built = scratch / target.name
+    fmt = graph.settings.format
+    archive_step.write_archive(dirs.stage, built, fmt)
+    archive_step.sha256_sidecar(built)
+    sources = [_read(p) for p in dirs.downloads.values() if Path(p).is_file()]
+    steps = {p.stem: _read(p) for p in sorted((dirs.logs.parent / "steps").glob("*.json"))
+             if p.stem in ("build", "stage", "merge")}
+    record = manifest_step.archive_manifest(nodes.plan, nodes.engine, built, dirs.stage, sources, steps,
+                                            _tool_versions("cmake", "ninja", "c++"))
+    write_json(scratch / (target.name + ".json"), record)
+    # dist/ only ever receives complete files: each is renamed in, the archive last.
+    graph.dist.mkdir(parents=True, exist_ok=True)
+    for suffix in (".json", ".sha256", ""):
+        os.replace(scratch / (target.name + suffix), graph.dist / (target.name + suffix))
+    print(f"[archive] dist/{target.name}: {target.stat().st_size / 1e6:.1f} MB, {len(record['files'])} files",
+          flush=True)
+
+
+def _do_verify(target: Path, leg_id: str) -> None:
+    nodes = REGISTRY.legs[leg_id]
+    graph = _graph_of(leg_id)
+    archive = nodes.archive.abspath
+    result = verify_step.verify(Path(archive), nodes.plan.contract, nodes.engine.version, str(graph.build_root))
+    write_json(target, result)
+
+
+def _do_smoke(target: Path, leg_id: str) -> None:
+    nodes = REGISTRY.legs[leg_id]
+    graph = _graph_of(leg_id)
+    plan, leg = nodes.plan, nodes.plan.leg
+    mode = graph.host.run_mode(leg)
+    if plan.smoke is None:
+        result = smoke_step.not_run("no consumer program for this package form" if leg.can_run
+                                    else "the leg cannot run on any CI host (can_run=0)", leg_id)
+    elif mode not in ("native", "rosetta"):
+        result = smoke_step.not_run(f"{leg.platform} binaries need a {leg.runner} host; this is "
+                                    f"{graph.host.platform}", leg_id)
+    else:
+        result = smoke_step.smoke(Path(nodes.archive.abspath), plan.smoke, graph.root,
+                                  nodes.dirs.logs.parent / "smoke", nodes.dirs.logs, leg_id, graph.environ,
+                                  graph.settings.verbose)
+    write_json(target, {"leg": leg_id, **result})
+
+
+ACTIONS: dict[str, Callable[[Path, str], None]] = {
+    "fetch": _do_fetch, "extract": _do_extract, "patch": _do_patch, "build": _do_build, "stage": _do_stage,
+    "merge": _do_merge, "archive": _do_archive, "verify": _do_verify, "smoke": _do_smoke,
+}
+
+GRAPH: list[Graph] = []
+
+
+def declare(env: Any, root: Path, invocation: Invocation, matrix: Matrix, host: Host) -> Graph:
+    graph = Graph(env, root, invocation, matrix, host)
+    GRAPH[:] = [graph]
+    for plan in invocation.plans:
+        graph.add_leg(plan.leg)
+    scons.Default([nodes.smoke for plan in invocation.plans for nodes in [graph.legs[plan.leg.id]]])
+    return graph
+
+
+__all__ = ["declare", "Graph", "canonical", "sys"]

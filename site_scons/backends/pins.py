@@ -1,0 +1,20 @@
+"""Recording sha256 pins into an engine's `[sha256]` table (`lock=1`, trust on first use)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .steps.files import atomic_write_text
+
+
+def record_pin(engine_toml: Path, filename: str, sha256: str) -> None:
+    """Add or fill `"<filename>" = "<sha256>"` in the `[sha256]` table (the file's last table)."""
+    text = engine_toml.read_text()
+    if "\n[sha256]" not in text and not text.startswith("[sha256]"):
+        text = text.rstrip("\n") + "\n\n[sha256]\n"
+    head, _, table = text.partition("[sha256]")
+    line = f'"{filename}" = "{sha256}"'
+    pattern = re.compile(rf'^"{re.escape(filename)}"\s*=\s*"[0-9a-f]*"\s*$', re.MULTILINE)
+    table = pattern.sub(line, table) if pattern.search(table) else table.rstrip("\n") + f"\n{line}\n"
+    atomic_write_text(engine_toml, head + "[sha256]" + table)
+    print(f"[lock] recorded {filename} sha256 {sha256} in {engine_toml}; commit it", flush=True)

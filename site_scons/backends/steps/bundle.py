@@ -1,0 +1,394 @@
+"""Static bundling: merge a leg's own static libraries into one archive (DESIGN §4).
+
+Tools per object format (anchors §C.12), chosen because each keeps members whose
+names collide across inputs (extract-and-rearchive loses them):
+
+- ELF:    GNU `ar -M` MRI script (CREATE/ADDLIB/SAVE/END) + `ranlib`; `llvm-ar -M`
+          when GNU ar is absent (macOS hosts building Android, Windows);
+- Mach-O: Apple `libtool -static` on macOS, `llvm-libtool-darwin -static` elsewhere;
+- COFF:   `lib.exe` when on PATH (MSVC environment), else `llvm-lib`.
+
+The list of libraries comes from the build itself (CMake's install manifest or
+Ninja's link closure), never from globbing the build tree.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from backends import toolchain
+from backends.steps.files import temp_path_for
+
+AR_MAGIC = b"!<arch>\n"
+AR_THIN_MAGIC = b"!<thin>\n"
+AR_HEADER_SIZE = 60
+STATIC_SUFFIXES = (".a", ".lib")
+# MinGW import libraries name DLLs; they are not code to bundle.
+IMPORT_LIB_SUFFIXES = (".dll.a",)
+
+_MACHO_MAGICS = {
+    b"\xfe\xed\xfa\xce", b"\xce\xfa\xed\xfe",  # 32-bit, either byte order
+    b"\xfe\xed\xfa\xcf", b"\xcf\xfa\xed\xfe",  # 64-bit, either byte order
+}
+_FAT_MAGICS = {b"\xca\xfe\xba\xbe", b"\xca\xfe\xba\xbf"}
+# Java class files share 0xcafebabe; their next word (a version) is always >= 45,
+# while a fat header counts a handful of architectures.
+_MAX_FAT_ARCHS = 30
+_COFF_MACHINES = {
+    0x014C,  # i386
+    0x8664,  # x86_64
+    0xAA64,  # arm64
+    0x01C4,  # armnt
+    0xA641,  # arm64ec
+    0xA64E,  # arm64x
+}
+# Import objects and /GL (LTCG) or /bigobj objects start with Sig1=0, Sig2=0xFFFF.
+_COFF_ANON_PREFIX = b"\x00\x00\xff\xff"
+# Archive members that are symbol tables or name tables, not objects.
+_SPECIAL_MEMBERS = {"/", "//", "/SYM64/", "/<ECSYMBOLS>/", "/<HYBRIDMAP>/"}
+_MAX_MEMBERS_PROBED = 16
+# The plain names `_merge_elf` gives its inputs inside the MRI script.
+_ALIAS_NAME = re.compile(r"\bin\d+\.a\b")
+
+
+class BundleError(RuntimeError):
+    """Bundling failed; the message names the tool and carries its output."""
+
+
+# --- recognising object files --------------------------------------------------------
+
+@dataclass(frozen=True)
+class ArchiveMember:
+    name: str
+    offset: int  # of the member's data in the archive file
+    size: int
+
+
+def iter_archive_members(path: Path) -> Iterator[ArchiveMember]:
+    """The object members of a regular `!<arch>` archive (GNU, BSD or MS flavour),
+    skipping symbol and name tables. Reads headers only."""
+    with open(path, "rb") as stream:
+        if stream.read(len(AR_MAGIC)) != AR_MAGIC:
+            return
+        offset = len(AR_MAGIC)
+        while True:
+            stream.seek(offset)
+            header = stream.read(AR_HEADER_SIZE)
+            if len(header) < AR_HEADER_SIZE or header[58:60] != b"`\n":
+                return
+            raw_name = header[:16].decode("ascii", "replace").rstrip()
+            try:
+                size = int(header[48:58].decode("ascii").strip() or "0")
+            except ValueError:
+                return
+            name, data_offset, data_size = _member_name(
+                stream, raw_name, offset + AR_HEADER_SIZE, size)
+            if not _is_special_member(name):
+                yield ArchiveMember(name, data_offset, data_size)
+            offset += AR_HEADER_SIZE + _padded(size)
+
+
+def _padded(size: int) -> int:
+    return size + (size & 1)
+
+
+def _member_name(stream: BinaryIO, raw_name: str, data_offset: int,
+                 size: int) -> tuple[str, int, int]:
+    # BSD long names: "#1/<len>", the name is the first <len> bytes of the data.
+    if raw_name.startswith("#1/") and raw_name[3:].isdigit():
+        length = int(raw_name[3:])
+        stream.seek(data_offset)
+        name = stream.read(length).rstrip(b"\0").decode("utf-8", "replace")
+        return name, data_offset + length, size - length
+    return raw_name, data_offset, size
+
+
+def _is_special_member(name: str) -> bool:
+    return name in _SPECIAL_MEMBERS or name.startswith("__.SYMDEF")
+
+
+def _format_of_bytes(head: bytes) -> str:
+    if head.startswith(b"\x7fELF"):
+        return "elf"
+    if head[:4] in _MACHO_MAGICS:
+        return "macho"
+    if head[:4] in _FAT_MAGICS and 0 < int.from_bytes(head[4:8], "big") <= _MAX_FAT_ARCHS:
+        return "macho"
+    if head.startswith(b"\0asm"):
+        return "wasm"
+    if head.startswith(b"MZ"):
+        return "pe"
+    if head.startswith(_COFF_ANON_PREFIX):
+        return "coff"
+    if len(head) >= 20 and int.from_bytes(head[:2], "little") in _COFF_MACHINES:
+        return "coff"
+    return "unknown"
+
+
+def object_format(path: Path) -> str:
+    """"elf", "macho" (thin or fat), "coff", "wasm", "pe" (DLL/EXE), "ar" (an archive
+    whose members are none of those, or a thin archive) or "unknown", by magic bytes.
+
+    For an archive, the first recognisable object member decides: an MS `.lib`, a
+    GNU `.a` of ELF objects and an `.a` of Mach-O objects share the `!<arch>` magic.
+    """
+    with open(path, "rb") as stream:
+        head = stream.read(64)
+    if head.startswith(AR_THIN_MAGIC):
+        return "ar"
+    if not head.startswith(AR_MAGIC):
+        return _format_of_bytes(head)
+    with open(path, "rb") as stream:
+        for index, member in enumerate(iter_archive_members(path)):
+            if index >= _MAX_MEMBERS_PROBED:
+                break
+            stream.seek(member.offset)
+            found = _format_of_bytes(stream.read(min(member.size, 64)))
+            if found not in ("unknown", "pe"):
+                return found
+    return "ar"
+
+
+# --- which libraries ------------------------------------------------------------------
+
+def is_static_library(path: str | Path) -> bool:
+    name = str(path).lower()
+    return name.endswith(STATIC_SUFFIXES) and not name.endswith(IMPORT_LIB_SUFFIXES)
+
+
+def _unique(paths: Sequence[Path]) -> list[Path]:
+    return list(dict.fromkeys(paths))
+
+
+def static_libs_from_manifest(install_manifest: Path) -> list[Path]:
+    """The static libraries a CMake install wrote (`install_manifest.txt`, one path a
+    line). For engines whose install step installs every library it builds
+    (ExecuTorch, TFLite)."""
+    if not install_manifest.is_file():
+        raise BundleError(
+            f"{install_manifest}: no CMake install manifest (did the install step run?)")
+    lines = install_manifest.read_text(encoding="utf-8").splitlines()
+    return _unique([Path(line.strip()) for line in lines
+                    if line.strip() and is_static_library(line.strip())])
+
+
+def static_libs_from_ninja(build_dir: Path, target: str, *,
+                           built_only: bool = True) -> list[Path]:
+    """The static libraries in the link closure of a Ninja `target` (e.g. the shared
+    library an engine also builds: ORT's `onnxruntime`), via `ninja -t inputs`
+    (recursive since Ninja 1.11). `built_only` keeps the archives this build produces
+    and drops prebuilt ones from elsewhere (system or SDK libraries)."""
+    ninja = toolchain.require_tool("ninja", "listing a build's static libraries")
+    inputs = _ninja_tool_lines(ninja, build_dir, ["-t", "inputs", target])
+    archives = [line for line in inputs if is_static_library(line)]
+    if built_only:
+        produced = _ninja_outputs(ninja, build_dir, target)
+        archives = [line for line in archives if line in produced]
+    return _unique([_in_build_dir(build_dir, line) for line in archives])
+
+
+def _ninja_outputs(ninja: str, build_dir: Path, target: str) -> set[str]:
+    lines = _ninja_tool_lines(ninja, build_dir, ["-t", "targets", "all"])
+    produced = set()
+    for line in lines:
+        path, _, rule = line.rpartition(": ")
+        if rule != "phony":
+            produced.add(path)
+    return produced
+
+
+def _ninja_tool_lines(ninja: str, build_dir: Path, arguments: list[str]) -> list[str]:
+    completed = subprocess.run([ninja, "-C", str(build_dir), *arguments],
+                               capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        raise BundleError(
+            f"{ninja} {' '.join(arguments)} failed in {build_dir} "
+            f"(exit {completed.returncode}; `-t inputs` needs Ninja >= 1.11):\n"
+            f"{completed.stdout}{completed.stderr}"
+        )
+    # `ninja -C` announces "ninja: Entering directory" on stdout.
+    return [line for line in completed.stdout.splitlines()
+            if line and not line.startswith("ninja: ")]
+
+
+def _in_build_dir(build_dir: Path, line: str) -> Path:
+    path = Path(line)
+    return path if path.is_absolute() else build_dir / path
+
+
+def filter_libs(paths: Sequence[Path], exclude_regex: str) -> list[Path]:
+    """`paths` without those whose posix form matches `exclude_regex` (re.search);
+    e.g. `(/testdata/|-src/)` or a protobuf exclusion. An empty regex keeps all."""
+    if not exclude_regex:
+        return list(paths)
+    pattern = re.compile(exclude_regex)
+    return [path for path in paths if not pattern.search(Path(path).as_posix())]
+
+
+# --- merging ---------------------------------------------------------------------------
+
+def merge_static(inputs: Sequence[Path], out: Path, fmt: str, *,
+                 log: Path | None = None) -> None:
+    """Merge static archives `inputs` into `out`, keeping every member (also members
+    with the same name in different inputs). `fmt` is "elf", "macho" or "coff"
+    (see `object_format`). `out` appears only once complete."""
+    inputs = [Path(path) for path in inputs]
+    if not inputs:
+        raise BundleError(f"no static libraries to bundle into {out}")
+    missing = [str(path) for path in inputs if not path.is_file()]
+    if missing:
+        raise BundleError(f"cannot bundle {out}: missing inputs: {', '.join(missing)}")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    merger = {"elf": _merge_elf, "macho": _merge_macho, "coff": _merge_coff}.get(fmt)
+    if merger is None:
+        raise BundleError(f"cannot bundle {out}: unsupported object format {fmt!r} "
+                          "(expected elf, macho or coff)")
+    merger(inputs, out, log)
+
+
+def _merge_elf(inputs: list[Path], out: Path, log: Path | None) -> None:
+    ar, ranlib = _elf_archiver()
+    # MRI scripts cannot quote paths (spaces, commas, parentheses break them), so
+    # the inputs are linked under plain names into a scratch dir next to `out`.
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as scratch:
+        scratch_dir = Path(scratch)
+        names = [_link_plain(path, scratch_dir / f"in{index}.a")
+                 for index, path in enumerate(inputs)]
+        script = "CREATE merged.a\n" + "".join(f"ADDLIB {name}\n" for name in names)
+        script += "SAVE\nEND\n"
+        aliases = dict(zip(names, map(str, inputs)))
+        _tool([ar, "-M"], cwd=scratch_dir, log=log, stdin=script, aliases=aliases,
+              what=f"merging {len(inputs)} archives into {out}")
+        if ranlib:
+            _tool([ranlib, "merged.a"], cwd=scratch_dir, log=log,
+                  what=f"indexing {out}")
+        os.replace(scratch_dir / "merged.a", out)
+
+
+def _elf_archiver() -> tuple[str, str | None]:
+    """(ar, ranlib): GNU binutils when present, else llvm-ar (whose MRI output is
+    already indexed)."""
+    gnu_ar = shutil.which("ar")
+    if gnu_ar and "GNU" in toolchain.tool_version(gnu_ar):
+        return gnu_ar, shutil.which("ranlib")
+    llvm_ar = toolchain.require_tool("llvm-ar", "merging ELF static archives")
+    return llvm_ar, None
+
+
+def _link_plain(source: Path, link: Path) -> str:
+    try:
+        os.symlink(source.resolve(), link)
+    except OSError:  # no symlink privilege (Windows)
+        shutil.copyfile(source, link)
+    return link.name
+
+
+def _merge_macho(inputs: list[Path], out: Path, log: Path | None) -> None:
+    libtool = toolchain.require_tool("llvm-libtool-darwin", "merging Mach-O static archives",
+                                     prefer_native=True)
+    flags = ["-static"]
+    if toolchain.is_native(libtool):
+        flags.append("-no_warning_for_no_symbols")
+    temp = temp_path_for(out)
+    _tool([libtool, *flags, "-o", str(temp), *map(str, inputs)], log=log,
+          what=f"merging {len(inputs)} archives into {out}", cleanup=temp)
+    os.replace(temp, out)
+
+
+def _merge_coff(inputs: list[Path], out: Path, log: Path | None) -> None:
+    lib = toolchain.require_tool("llvm-lib", "merging COFF static libraries",
+                                 prefer_native=True)
+    temp = temp_path_for(out)
+    # A response file keeps long input lists under Windows' command-line limit.
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as scratch:
+        response = Path(scratch) / "inputs.rsp"
+        lines = [f'/OUT:"{_windows_path(temp)}"']
+        lines += [f'"{_windows_path(path)}"' for path in inputs]
+        response.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        # llvm-lib re-expresses member names as paths relative to the output's
+        # directory, resolved from its cwd: run it there so "util.obj" stays "util.obj".
+        _tool([lib, "/NOLOGO", f"@{response}"], log=log, cwd=out.parent,
+              what=f"merging {len(inputs)} libraries into {out}", cleanup=temp)
+    os.replace(temp, out)
+
+
+def _windows_path(path: Path) -> str:
+    resolved = os.path.abspath(path)
+    return resolved.replace("/", "\\") if sys.platform.startswith("win") else resolved
+
+
+def _tool(argv: list[str], *, what: str, log: Path | None, cwd: Path | None = None,
+          stdin: str | None = None, cleanup: Path | None = None,
+          aliases: Mapping[str, str] | None = None) -> None:
+    """Run one archiving tool; `aliases` maps scratch names back to the real inputs
+    in its messages."""
+    completed = subprocess.run(argv, cwd=cwd, input=stdin, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               check=False)
+    if aliases:
+        completed.stdout = _ALIAS_NAME.sub(
+            lambda match: aliases.get(match.group(0), match.group(0)), completed.stdout)
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as log_file:
+            log_file.write(f"$ {' '.join(argv)}\n")
+            if stdin:
+                log_file.write(stdin)
+            log_file.write(completed.stdout)
+    if completed.returncode != 0:
+        if cleanup is not None:
+            cleanup.unlink(missing_ok=True)
+        raise BundleError(
+            f"{os.path.basename(argv[0])} failed (exit {completed.returncode}) {what}:\n"
+            f"{completed.stdout.strip()}"
+        )
+
+
+# --- self-containment ------------------------------------------------------------------
+
+def undefined_internal_symbols(archive: Path, prefixes: Sequence[str]) -> list[str]:
+    """Symbols with one of `prefixes` that `archive` references but defines nowhere:
+    a bundle missing one of the engine's own libraries. Weak references are allowed.
+
+    Names are compared without the Mach-O leading underscore, so `_ZN6tflite`
+    works for ELF and Mach-O alike.
+    """
+    undefined, defined = nm_symbol_table(archive)
+    dangling = undefined - defined
+    return sorted(name for name in dangling if name.startswith(tuple(prefixes)))
+
+
+def nm_symbol_table(path: Path) -> tuple[set[str], set[str]]:
+    """(undefined, defined external) symbol names of every member and architecture,
+    Mach-O names without their leading underscore."""
+    nm = toolchain.require_tool("llvm-nm", "reading symbol tables")
+    completed = subprocess.run(
+        [nm, "--format=posix", "--print-file-name", "--arch=all", "--extern-only",
+         str(path)],
+        capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        raise BundleError(f"{os.path.basename(nm)} failed on {path}:\n{completed.stderr.strip()}")
+    strip_underscore = object_format(path) == "macho"
+    undefined: set[str] = set()
+    defined: set[str] = set()
+    for line in completed.stdout.splitlines():
+        fields = line.rpartition(": ")[2].split()
+        if len(fields) < 2:
+            continue
+        name, kind = fields[0], fields[1]
+        if strip_underscore and name.startswith("_"):
+            name = name[1:]
+        if kind == "U":
+            undefined.add(name)
+        elif kind not in ("w", "v"):  # weak undefined: allowed to stay unresolved
+            defined.add(name)
+    return undefined, defined

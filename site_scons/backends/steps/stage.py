@@ -1,0 +1,97 @@
+"""Filling a leg's stage: collect by rules, drop by flavor curation, bundle, fix up."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Mapping
+
+from ..model.plan import Bundle, CopyRule, Plan
+from .bundle import filter_libs, merge_static, object_format
+from .context import LegDirs, expand
+from .files import hardlink_or_copy
+from .globs import find, matches_any, static_prefix
+
+
+class StageError(RuntimeError):
+    """A staging rule that cannot be satisfied."""
+
+
+def _destination(rule: CopyRule, pattern: str, found: Path) -> str:
+    if rule.rename:
+        rel = rule.rename
+    elif "**" in pattern:
+        below = pattern.split("**", 1)[0].rstrip("/")
+        anchor = _matched_prefix(found, below)
+        rel = found.relative_to(anchor).as_posix()
+    else:
+        rel = found.name
+    return f"{rule.dest.rstrip('/')}/{rel}" if rule.dest else rel
+
+
+def _matched_prefix(found: Path, prefix_pattern: str) -> Path:
+    """The ancestor of `found` that the part of the pattern before `**` matched."""
+    depth = len(Path(prefix_pattern).parts)
+    return Path(*found.parts[:depth])
+
+
+def collect(rules: tuple[CopyRule, ...], excludes: tuple[str, ...], dirs: LegDirs,
+            environ: Mapping[str, str], *, link: bool) -> list[str]:
+    """Wipe the stage, then copy every rule's matches into it; returns the dropped paths."""
+    shutil.rmtree(dirs.stage, ignore_errors=True)
+    dirs.stage.mkdir(parents=True)
+    dropped: list[str] = []
+    for rule in rules:
+        pattern = expand(rule.pattern, dirs, environ) or ""
+        found = find(pattern)
+        if not found and rule.required:
+            raise StageError(f"stage: {rule.pattern} ({pattern}) matched nothing; the upstream layout changed "
+                             f"or the build did not produce it")
+        for path in found:
+            rel = _destination(rule, pattern, path)
+            if matches_any(rel, excludes):
+                dropped.append(rel)
+                continue
+            target = dirs.stage / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists() or target.is_symlink():
+                target.unlink()
+            if link:
+                hardlink_or_copy(path, target)
+            elif path.is_symlink():
+                os.symlink(os.readlink(path), target)
+            else:
+                shutil.copy2(path, target)
+    return sorted(set(dropped))
+
+
+def _library_suffixes(output: str) -> tuple[str, ...]:
+    return (".lib",) if output.endswith(".lib") else (".a",)
+
+
+def bundle(spec: Bundle, dirs: LegDirs, environ: Mapping[str, str]) -> list[str]:
+    """Merge the static libraries the build produced (never a hand-kept list) into one."""
+    root = Path(expand(spec.libraries_from, dirs, environ) or "")
+    if root.is_file():  # a list the build wrote (e.g. a Bazel closure), one path per line
+        libraries = [Path(line) for line in root.read_text().split() if line]
+    else:
+        libraries = sorted(p for p in root.rglob("*") if p.suffix in _library_suffixes(spec.output) and p.is_file())
+    libraries = filter_libs(libraries, spec.exclude) if spec.exclude else libraries
+    output = dirs.stage / spec.output
+    libraries = [p for p in libraries if p.resolve() != output.resolve()]
+    if not libraries:
+        raise StageError(f"bundle: no static libraries under {root} (after excluding /{spec.exclude}/)")
+    fmt = spec.fmt or object_format(libraries[0])
+    output.parent.mkdir(parents=True, exist_ok=True)
+    merge_static(libraries, output, fmt, log=dirs.logs / "bundle.log")
+    return [str(p) for p in libraries]
+
+
+def stage(plan: Plan, dirs: LegDirs, environ: Mapping[str, str]) -> dict[str, object]:
+    """Collect and bundle. Copies (not hard links) when fixups will edit files in place."""
+    dropped = collect(plan.collect, plan.exclude, dirs, environ, link=not plan.fixups)
+    bundled = bundle(plan.bundle, dirs, environ) if plan.bundle else []
+    return {"dropped": dropped, "bundled": bundled}
+
+
+

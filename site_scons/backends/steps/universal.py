@@ -1,0 +1,204 @@
+"""macOS universal binaries: lipo two single-arch packages into one (DESIGN §4).
+
+`macho_archs` reads Mach-O headers itself rather than asking lipo: llvm-lipo 14
+(Debian 12) crashes on `-archs`/`-info` of a thin static archive.
+"""
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from backends import toolchain
+from backends.steps.bundle import iter_archive_members, object_format
+from backends.steps.files import temp_path_for
+
+_CPU_ARCH_ABI64 = 0x01000000
+_CPU_ARCH_ABI64_32 = 0x02000000
+_CPU_TYPE_X86 = 7
+_CPU_TYPE_ARM = 12
+_CPU_SUBTYPE_MASK = 0x00FFFFFF
+_ARCH_NAMES = {
+    (_CPU_TYPE_X86, None): "i386",
+    (_CPU_TYPE_X86 | _CPU_ARCH_ABI64, 8): "x86_64h",
+    (_CPU_TYPE_X86 | _CPU_ARCH_ABI64, None): "x86_64",
+    (_CPU_TYPE_ARM | _CPU_ARCH_ABI64, 2): "arm64e",
+    (_CPU_TYPE_ARM | _CPU_ARCH_ABI64, None): "arm64",
+    (_CPU_TYPE_ARM | _CPU_ARCH_ABI64_32, None): "arm64_32",
+    (_CPU_TYPE_ARM, 9): "armv7",
+    (_CPU_TYPE_ARM, 11): "armv7s",
+    (_CPU_TYPE_ARM, 12): "armv7k",
+    (_CPU_TYPE_ARM, None): "arm",
+}
+_THIN_LITTLE = {b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe"}
+_THIN_BIG = {b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf"}
+_FAT = b"\xca\xfe\xba\xbe"
+_FAT_64 = b"\xca\xfe\xba\xbf"
+
+
+class UniversalError(RuntimeError):
+    """Lipo inputs or package trees that cannot be merged into a universal one."""
+
+
+# --- architectures -----------------------------------------------------------------------
+
+def arch_name(cputype: int, cpusubtype: int) -> str:
+    subtype = cpusubtype & _CPU_SUBTYPE_MASK
+    return (_ARCH_NAMES.get((cputype, subtype))
+            or _ARCH_NAMES.get((cputype, None))
+            or f"cputype{cputype}")
+
+
+def _thin_arch(head: bytes) -> str | None:
+    magic = head[:4]
+    if magic in _THIN_LITTLE:
+        order = "little"
+    elif magic in _THIN_BIG:
+        order = "big"
+    else:
+        return None
+    return arch_name(int.from_bytes(head[4:8], order), int.from_bytes(head[8:12], order))
+
+
+def _fat_archs(stream: BinaryIO) -> list[str]:
+    header = stream.read(8)
+    entry_size = 32 if header[:4] == _FAT_64 else 20
+    count = int.from_bytes(header[4:8], "big")
+    archs = []
+    for _ in range(count):
+        entry = stream.read(entry_size)
+        archs.append(arch_name(int.from_bytes(entry[0:4], "big"),
+                               int.from_bytes(entry[4:8], "big")))
+    return archs
+
+
+def macho_archs(path: Path) -> list[str]:
+    """The architectures of a Mach-O file, fat file or archive of Mach-O objects
+    (lipo's names: x86_64, arm64, ...). Raises `UniversalError` for anything else."""
+    if object_format(path) != "macho":
+        raise UniversalError(f"{path} is not a Mach-O file or archive")
+    with open(path, "rb") as stream:
+        head = stream.read(12)
+        if head[:4] in (_FAT, _FAT_64):
+            stream.seek(0)
+            return _fat_archs(stream)
+        if (arch := _thin_arch(head)) is not None:
+            return [arch]
+        archs: dict[str, None] = {}
+        for member in iter_archive_members(path):
+            stream.seek(member.offset)
+            arch = _thin_arch(stream.read(min(member.size, 12)))
+            if arch is not None:
+                archs[arch] = None
+        return list(archs)
+
+
+# --- lipo ---------------------------------------------------------------------------------
+
+def _lipo() -> str:
+    return toolchain.require_tool("llvm-lipo", "creating universal binaries",
+                                  prefer_native=True)
+
+
+def lipo_create(inputs: Sequence[Path], out: Path) -> None:
+    """`lipo -create` thin `inputs` (one architecture each, all different) into `out`."""
+    if len(inputs) < 2:
+        raise UniversalError(f"lipo {out}: needs at least two thin inputs, got {len(inputs)}")
+    seen: dict[str, Path] = {}
+    for path in inputs:
+        archs = macho_archs(Path(path))
+        if len(archs) != 1:
+            found = " ".join(archs) or "none"
+            raise UniversalError(
+                f"lipo {out}: {path} must be thin (one architecture), has {found}")
+        if archs[0] in seen:
+            raise UniversalError(
+                f"lipo {out}: {path} and {seen[archs[0]]} are both {archs[0]}")
+        seen[archs[0]] = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temp = temp_path_for(out)
+    tool = _lipo()
+    completed = subprocess.run([tool, "-create", *map(str, inputs), "-output", str(temp)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, check=False)
+    if completed.returncode != 0:
+        temp.unlink(missing_ok=True)
+        raise UniversalError(f"{os.path.basename(tool)} -create failed for {out} "
+                             f"(exit {completed.returncode}):\n{completed.stdout.strip()}")
+    os.replace(temp, out)
+
+
+# --- package trees ------------------------------------------------------------------------
+
+def universal_tree(x86_dir: Path, arm_dir: Path, out_dir: Path) -> list[str]:
+    """Merge two unpacked single-arch package trees into `out_dir` (wiped first).
+
+    Everything comes from the arm64 tree; each regular file under `lib/` that both
+    trees have and that is Mach-O (library or archive) is lipo'ed instead; symlinks
+    stay symlinks; files present in only one tree are copied. Returns one report line
+    per lipo'ed file, file from a single tree, and arm64 copy that differs from x86_64.
+    """
+    x86_dir, arm_dir, out_dir = Path(x86_dir), Path(arm_dir), Path(out_dir)
+    for tree in (x86_dir, arm_dir):
+        if not tree.is_dir():
+            raise UniversalError(f"{tree}: package tree not found")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    arm_entries = _tree_entries(arm_dir)
+    x86_entries = _tree_entries(x86_dir)
+    report: list[str] = []
+    for relative in sorted(arm_entries | x86_entries):
+        report.extend(_merge_entry(relative, x86_dir, arm_dir, out_dir,
+                                   relative in x86_entries, relative in arm_entries))
+    return report
+
+
+def _tree_entries(root: Path) -> set[str]:
+    """Posix relative paths of files and symlinks (symlinked dirs included, not entered)."""
+    entries = set()
+    for directory, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(directory) / name
+            if path.is_symlink() or path.is_file():
+                entries.add(path.relative_to(root).as_posix())
+    return entries
+
+
+def _merge_entry(relative: str, x86_dir: Path, arm_dir: Path, out_dir: Path,
+                 in_x86: bool, in_arm: bool) -> list[str]:
+    target = out_dir / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not in_x86 or not in_arm:
+        source = arm_dir / relative if in_arm else x86_dir / relative
+        _copy_entry(source, target)
+        return [f"only in {'arm64' if in_arm else 'x86_64'}: {relative}"]
+    arm, x86 = arm_dir / relative, x86_dir / relative
+    if _lipo_candidate(relative, arm, x86):
+        lipo_create([x86, arm], target)
+        return [f"lipo {relative}"]
+    _copy_entry(arm, target)
+    if arm.is_symlink() or x86.is_symlink():
+        same = arm.is_symlink() and x86.is_symlink() and os.readlink(arm) == os.readlink(x86)
+    else:
+        same = filecmp.cmp(arm, x86, shallow=False)
+    return [] if same else [f"kept arm64 copy of {relative} (differs from x86_64)"]
+
+
+def _lipo_candidate(relative: str, arm: Path, x86: Path) -> bool:
+    if not relative.startswith("lib/"):
+        return False
+    if arm.is_symlink() or x86.is_symlink() or not (arm.is_file() and x86.is_file()):
+        return False
+    return object_format(arm) == "macho" and object_format(x86) == "macho"
+
+
+def _copy_entry(source: Path, target: Path) -> None:
+    if source.is_symlink():
+        os.symlink(os.readlink(source), target)
+    else:
+        shutil.copy2(source, target)

@@ -1,0 +1,64 @@
+"""Running the upstream build commands of a plan through the runner, one log per command."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..model.plan import Command
+from ..run import heavy_slot, limited_env, run
+from .context import LegDirs, expand, expand_argv
+from .source import copy_tree
+
+
+def _log_name(index: int, label: str) -> str:
+    return f"build-{index:02d}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', label).strip('-')}.log"
+
+
+def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
+                environ: Mapping[str, str]) -> dict[str, str]:
+    extra = {k: expand(v, dirs, environ) or "" for k, v in {**plan_env, **command.env}.items()}
+    return limited_env(extra)
+
+
+def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,
+                 environ: Mapping[str, str], verbose: bool, log_prefix: str = "build") -> list[dict[str, object]]:
+    """Run each command in order; returns what ran (argv, cwd, log) for the manifest."""
+    ran = []
+    for index, command in enumerate(commands, start=1):
+        argv = expand_argv(command.argv, dirs, environ)
+        cwd = Path(expand(command.cwd, dirs, environ) or dirs.src)
+        cwd.mkdir(parents=True, exist_ok=True)
+        log = dirs.logs / _log_name(index, command.label).replace("build-", f"{log_prefix}-", 1)
+        run(argv, env=command_env(command, plan_env, dirs, environ), cwd=cwd, log=log,
+            label=f"{label} {command.label}", echo=verbose)
+        ran.append({"label": command.label, "argv": argv, "cwd": str(cwd), "log": str(log)})
+    return ran
+
+
+def private_copy(shared_src: Path, private_src: Path, key: str) -> None:
+    """Give an in-source build its own copy of the tree, refreshed when the tree key changes."""
+    marker = private_src.parent / f".{private_src.name}.key"
+    if private_src.is_dir() and marker.is_file() and marker.read_text() == key:
+        return
+    shutil.rmtree(private_src, ignore_errors=True)
+    private_src.mkdir(parents=True)
+    for path in sorted(shared_src.rglob("*")):
+        target = private_src / path.relative_to(shared_src)
+        if path.is_dir() and not path.is_symlink():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target, follow_symlinks=False)
+    marker.write_text(key)
+
+
+def build(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,
+          environ: Mapping[str, str], verbose: bool, slots: int, lock_dir: Path) -> list[dict[str, object]]:
+    dirs.build.mkdir(parents=True, exist_ok=True)
+    with heavy_slot(lock_dir, slots, label):
+        return run_commands(commands, plan_env, dirs, label, environ, verbose)
+
+
+__all__ = ["build", "copy_tree", "private_copy", "run_commands"]
