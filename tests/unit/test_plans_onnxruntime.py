@@ -1,0 +1,178 @@
+"""Golden plans for every ONNX Runtime leg (upstream-spec §2.2, §6.2 rows 1-8, §6.4)."""
+from pathlib import Path
+
+import pytest
+
+from backends.model.matrix import load_matrix
+from backends.model.recipes import plan_leg
+
+ROOT = Path(__file__).resolve().parents[2]
+MATRIX = load_matrix(ROOT)
+ENGINE = MATRIX.engines["onnxruntime"]
+PLANS = {leg.id: plan_leg(leg, ENGINE, MATRIX) for leg in MATRIX.legs if leg.engine == "onnxruntime"}
+COMMON = ["--cmake_extra_defines", "onnxruntime_BUILD_UNIT_TESTS=OFF", "CMAKE_DISABLE_FIND_PACKAGE_re2=ON",
+          "onnxruntime_ENABLE_MEMLEAK_CHECKER=OFF", "onnxruntime_ENABLE_LTO=OFF"]
+BASE = ["{python}", "{src}/tools/ci_build/build.py", "--build_dir", "{build}", "--config", "Release", "--parallel",
+        "--skip_tests", "--compile_no_warning_as_error"]
+
+
+def argv_words(plan):
+    return [arg for command in plan.build for arg in command.argv]
+
+
+def build_py(plan):
+    return [list(c.argv) for c in plan.build if c.label.startswith("build.py")]
+
+
+@pytest.mark.parametrize("leg_id", sorted(PLANS))
+def test_accelerator_flags_only_where_they_belong(leg_id):
+    plan = PLANS[leg_id]
+    words = argv_words(plan)
+    leg = plan.leg
+    assert ("--use_coreml" in words) == (leg.accelerator == ("coreml",) and leg.source == "build")
+    assert ("--use_dml" in words) == (leg.accelerator == ("dml",))
+    if leg.flavor == "cpu":
+        assert not {w for w in words if w.startswith("--use_")} - {"--use_xcode"}
+
+
+@pytest.mark.parametrize("leg_id", sorted(PLANS))
+def test_shared_flag_only_on_shared_source_legs(leg_id):
+    plan = PLANS[leg_id]
+    expected = plan.leg.kind == "shared" and plan.leg.source == "build"
+    assert ("--build_shared_lib" in argv_words(plan)) == expected
+
+
+def test_macos_static_gpu_exact_command():
+    plan = PLANS["onnxruntime-macos-arm64-gpu-static"]
+    assert build_py(plan) == [BASE + ["--use_coreml", *COMMON, "CMAKE_OSX_ARCHITECTURES=arm64",
+                                      "CMAKE_OSX_DEPLOYMENT_TARGET=11.0",
+                                      "CMAKE_IGNORE_PATH=/opt/homebrew;/usr/local;{env?:ORT_IGNORE_PATHS}",
+                                      "CMAKE_IGNORE_PREFIX_PATH=/opt/homebrew;/usr/local;{env?:ORT_IGNORE_PATHS}"]]
+    assert [c.label for c in plan.build] == ["build.py", "re2"]
+    assert [p.name for p in plan.patches] == ["coreml_proto_export", "coreml_proto_build_interface"]
+    assert plan.bundle.output == "lib/libonnxruntime.a"
+    assert "libprotobuf" in plan.bundle.exclude and "-src/" in plan.bundle.exclude
+
+
+def test_coreml_patches_only_on_static_coreml_legs():
+    for leg_id, plan in PLANS.items():
+        wanted = plan.leg.accelerator == ("coreml",) and plan.leg.kind != "shared"
+        assert bool(plan.patches) == wanted, leg_id
+
+
+def test_windows_arm64_static_release_exact_command():
+    plan = PLANS["onnxruntime-windows-arm64-static"]
+    assert build_py(plan) == [BASE + ["--cmake_generator", "Ninja", *COMMON, "onnxruntime_USE_KLEIDIAI=OFF",
+                                      "onnxruntime_USE_SVE=OFF", "CMAKE_MSVC_DEBUG_INFORMATION_FORMAT="]]
+    assert plan.bundle.output == "lib/onnxruntime.lib"
+
+
+def test_windows_debug_keeps_debug_info_and_x64_has_kleidiai():
+    words = argv_words(PLANS["onnxruntime-windows-x86_64-static-debug"])
+    assert "--config" in words and words[words.index("--config") + 1] == "Debug"
+    assert "CMAKE_MSVC_DEBUG_INFORMATION_FORMAT=" not in words
+    assert "onnxruntime_USE_KLEIDIAI=OFF" not in words
+
+
+@pytest.mark.parametrize("leg_id", [i for i in PLANS if "-windows-" in i and PLANS[i].build])
+def test_windows_uses_ninja(leg_id):
+    words = argv_words(PLANS[leg_id])
+    assert words[words.index("--cmake_generator") + 1] == "Ninja"
+
+
+def test_dml_leg_ships_directml():
+    plan = PLANS["onnxruntime-windows-arm64-gpu-shared"]
+    assert "--use_dml" in argv_words(plan) and "--build_shared_lib" in argv_words(plan)
+    staged = [r.pattern.rsplit("/", 1)[-1] for r in plan.collect]
+    assert {"onnxruntime.dll", "onnxruntime.lib", "DirectML.dll", "dml_provider_factory.h"} <= set(staged)
+    assert "lib/DirectML.dll" in plan.contract.required
+    assert ("lib/onnxruntime.dll", "OrtSessionOptionsAppendExecutionProvider_DML") in plan.contract.symbols
+
+
+def test_android_and_wasm_commands():
+    android = build_py(PLANS["onnxruntime-android-arm64-v8a-static"])[0]
+    assert android[len(BASE):len(BASE) + 10] == ["--android", "--android_abi", "arm64-v8a", "--android_api", "27",
+                                                 "--android_ndk_path", "{env:ANDROID_NDK_HOME}",
+                                                 "--android_sdk_path", "{env?:ANDROID_SDK_ROOT}", "--cmake_extra_defines"]
+    wasm = PLANS["onnxruntime-wasm-static"]
+    assert wasm.build[0].argv == ("git", "-C", "{src}", "submodule", "update", "--init", "--depth", "1",
+                                  "cmake/external/emsdk")
+    assert ["--build_wasm_static_lib", "--enable_wasm_simd", "--enable_wasm_threads", "--disable_rtti"] == \
+        build_py(wasm)[0][len(BASE):len(BASE) + 4]
+    assert wasm.bundle is None and "re2" not in [c.label for c in wasm.build]
+
+
+def test_ios_slices():
+    plan = PLANS["onnxruntime-ios-gpu-xcframework"]
+    slices = [c for c in build_py(plan)]
+    assert len(slices) == 2
+    for argv, sysroot in zip(slices, ("iphoneos", "iphonesimulator")):
+        assert ["--ios", "--use_xcode", "--apple_sysroot", sysroot, "--osx_arch", "arm64", "--apple_deploy_target",
+                "13.0", "--build_apple_framework"] == argv[len(BASE) + 1:len(BASE) + 10]
+        assert "--use_coreml" in argv
+    cpu = PLANS["onnxruntime-ios-xcframework"]
+    assert "--use_coreml" not in argv_words(cpu)
+    assert "**/coreml_provider_factory.h" in cpu.contract.forbidden
+
+
+def test_macos_shared_dylib_is_renamed_with_rpath_id():
+    plan = PLANS["onnxruntime-macos-x86_64-shared"]
+    assert any(r.rename == "libonnxruntime.dylib" for r in plan.collect)
+    assert plan.fixups[0].argv == ("install_name_tool", "-id", "@rpath/libonnxruntime.dylib",
+                                   "{stage}/lib/libonnxruntime.dylib")
+
+
+@pytest.mark.parametrize("leg_id", sorted(PLANS))
+def test_header_curation(leg_id):
+    contract = PLANS[leg_id].contract
+    leg = PLANS[leg_id].leg
+    if leg.flavor == "cpu":
+        assert "**/coreml_provider_factory.h" in contract.forbidden
+        assert "**/dml_provider_factory.h" in contract.forbidden
+    if leg.accelerator == ("coreml",) and leg.platform != "ios":
+        assert "include/coreml_provider_factory.h" in contract.required
+    if leg.accelerator == ("dml",):
+        assert "include/dml_provider_factory.h" in contract.required
+
+
+def test_source_legs_ship_the_pinned_trees_own_headers():
+    plan = PLANS["onnxruntime-linux-x86_64-static"]
+    assert plan.collect[0].pattern == "{src}/include/onnxruntime/core/session/*.h"
+    assert plan.contract.header_api == ("include/onnxruntime_c_api.h", "lib/libonnxruntime.a")
+
+
+def test_prebuilt_urls():
+    assert PLANS["onnxruntime-linux-x86_64-shared"].downloads[0].url == (
+        "https://github.com/microsoft/onnxruntime/releases/download/v1.26.0/onnxruntime-linux-x64-1.26.0.tgz")
+    assert PLANS["onnxruntime-windows-arm64-shared"].downloads[0].url.endswith("onnxruntime-win-arm64-1.26.0.zip")
+    assert PLANS["onnxruntime-linux-x86_64-cuda-shared"].downloads[0].url == (
+        "https://github.com/microsoft/onnxruntime/releases/download/v1.26.0/"
+        "onnxruntime-linux-x64-gpu_cuda13-1.26.0.tgz")
+    assert PLANS["onnxruntime-android-shared"].downloads[0].url == (
+        "https://repo1.maven.org/maven2/com/microsoft/onnxruntime/onnxruntime-android/1.26.0/"
+        "onnxruntime-android-1.26.0.aar")
+
+
+def test_cuda_curation():
+    plan = PLANS["onnxruntime-linux-x86_64-cuda-shared"]
+    staged = [r.pattern.rsplit("/", 1)[-1] for r in plan.collect]
+    assert "libonnxruntime_providers_cuda.so" in staged and "libonnxruntime_providers_shared.so" in staged
+    assert "include/**/dml_provider_factory.h" in plan.exclude
+    assert "**/*tensorrt*" in plan.contract.forbidden
+    assert "lib/libonnxruntime_providers_cuda.so" in plan.contract.required
+    win = PLANS["onnxruntime-windows-x86_64-cuda-shared"]
+    assert "lib/onnxruntime_providers_cuda.dll" in win.contract.required
+
+
+def test_cpu_prebuilt_copies_only_the_library_chain():
+    plan = PLANS["onnxruntime-linux-x86_64-shared"]
+    assert [r.pattern for r in plan.collect] == ["{extract:release}/*/include/**",
+                                                 "{extract:release}/*/lib/libonnxruntime.so*"]
+    windows = PLANS["onnxruntime-windows-x86_64-shared"]
+    assert [r.pattern.rsplit("/", 1)[-1] for r in windows.collect] == ["**", "onnxruntime.dll", "onnxruntime.lib"]
+
+
+def test_aar_takes_each_abi():
+    plan = PLANS["onnxruntime-android-shared"]
+    assert [r.dest for r in plan.collect] == ["include", "lib/arm64-v8a", "lib/x86_64"]
+    assert plan.smoke is None

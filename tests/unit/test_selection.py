@@ -1,0 +1,111 @@
+"""Command-line validation: every bad input fails before anything runs, naming what is valid."""
+from pathlib import Path
+
+import pytest
+
+from backends.frontend import resolve
+from backends.host import Host
+from backends.model.matrix import load_matrix
+from backends.model.selection import SelectionError
+from backends.model.vocab import canonical_platform
+
+ROOT = Path(__file__).resolve().parents[2]
+LINUX = Host("linux", "x86_64")
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    return load_matrix(ROOT)
+
+
+def _resolve(matrix, targets=(), environ=None, host=LINUX, **arguments):
+    return resolve(arguments, list(targets), matrix, ROOT, host, environ or {})
+
+
+BAD_INPUTS = [
+    ({"bogus": "1"}, (), "unknown option bogus; options: engine, platform"),
+    ({"engine": "onnx"}, (), "unknown engine 'onnx' (did you mean onnxruntime?); valid: onnxruntime, libtorch"),
+    ({"engine": "tensorflow"}, (), "valid: onnxruntime, libtorch, tflite, litert, executorch"),
+    ({"platform": "beos-x86_64"}, (), "unknown platform 'beos-x86_64'"),
+    ({"platform": "linux-riscv64"}, (), "unknown platform 'linux-riscv64'"),
+    ({"flavor": "rocm"}, (), "unknown flavor 'rocm'; valid: cpu, gpu, cuda"),
+    ({"kind": "dynamic"}, (), "unknown kind 'dynamic'; valid: shared, static, xcframework"),
+    ({"config": "relwithdebinfo"}, (), "unknown config 'relwithdebinfo'; valid: release, debug"),
+    ({"source": "docker"}, (), "unknown source 'docker'"),
+    ({"engine": "libtorch", "kind": "static"}, ("list",), "libtorch ships no static legs; kinds: shared"),
+    ({"engine": "onnxruntime", "platform": "macos-arm64", "flavor": "cuda"}, ("list",),
+     "flavor=cuda exists for onnxruntime on linux-x86_64, windows-x86_64"),
+    ({"engine": "litert", "flavor": "gpu"}, ("list",), "litert ships no gpu legs; flavors: cpu"),
+    ({"engine": "executorch", "config": "debug"}, ("list",), "executorch ships no debug legs; configs: release"),
+    ({"engine": "libtorch", "platform": "wasm"}, ("list",), "libtorch ships no wasm legs; platforms:"),
+    ({"offline": "maybe"}, (), "offline='maybe' is not a boolean; use 1 or 0"),
+    ({"format": "rar"}, (), "unknown format 'rar'; valid: zip, tar.gz, 7z"),
+    ({"heavy_jobs": "0"}, (), "heavy_jobs='0' must be a positive integer"),
+    ({"version": "9.9.9"}, ("list",), "version=9.9.9 overrides one engine's pin; the selection has"),
+    ({}, ("libtorch-linux-x86_64-static",), "unknown leg 'libtorch-linux-x86_64-static'"),
+    ({}, ("list", "ci-matrix"), "choose one of list, ci-matrix"),
+    ({"engine": "onnxruntime", "platform": "macos-arm64"}, (),
+     "onnxruntime-macos-arm64-static builds on macos-15 (macos-arm64); this host is linux-x86_64"),
+    ({"engine": "onnxruntime", "platform": "android-x86_64"}, (),
+     "onnxruntime-android-x86_64-static needs the Android NDK (toolchain android): set ANDROID_NDK_HOME"),
+    ({"engine": "libtorch", "platform": "linux-aarch64"}, (),
+     "libtorch-linux-aarch64-shared builds on ubuntu-24.04-arm (linux-aarch64); this host is linux-x86_64"),
+]
+
+
+@pytest.mark.parametrize("arguments, targets, message", BAD_INPUTS)
+def test_bad_input_names_what_is_valid(matrix, arguments, targets, message):
+    with pytest.raises(SelectionError) as error:
+        _resolve(matrix, targets, **arguments)
+    assert message in str(error.value)
+
+
+def test_at_least_fifteen_distinct_bad_inputs():
+    assert len(BAD_INPUTS) >= 15
+
+
+def test_android_legs_need_the_ndk(matrix):
+    with pytest.raises(SelectionError, match="set ANDROID_NDK_HOME"):
+        _resolve(matrix, ["tflite-android-x86_64-static"], host=LINUX)
+
+
+def test_building_defaults_to_host_cpu_legs(matrix):
+    invocation = _resolve(matrix, engine="onnxruntime")
+    assert [l.id for l in invocation.legs] == ["onnxruntime-linux-x86_64-static", "onnxruntime-linux-x86_64-shared"]
+
+
+def test_listing_defaults_to_everything(matrix):
+    assert len(_resolve(matrix, ["list"]).legs) == len(matrix.legs)
+    gpu = _resolve(matrix, ["list"], engine="onnxruntime", flavor="gpu").legs
+    assert len([l for l in gpu if l.platform != "ios"]) == 6
+
+
+@pytest.mark.parametrize("alias, canonical", [
+    ("windows-x64", "windows-x86_64"), ("linux-arm64", "linux-aarch64"), ("macos-aarch64", "macos-arm64"),
+    ("linux-amd64", "linux-x86_64"), ("android-arm64", "android-arm64-v8a"), ("wasm32", "wasm"),
+    ("Windows-ARM64", "windows-arm64"), ("macos-universal", "macos-universal"),
+])
+def test_platform_aliases(alias, canonical):
+    assert canonical_platform(alias) == canonical
+
+
+def test_aliases_select_like_canonical(matrix):
+    a = _resolve(matrix, ["list"], platform="windows-x64", engine="onnxruntime").legs
+    b = _resolve(matrix, ["list"], platform="windows-x86_64", engine="onnxruntime").legs
+    assert a == b and a
+
+
+def test_comma_lists(matrix):
+    legs = _resolve(matrix, ["list"], engine="libtorch,executorch", flavor="gpu,cuda").legs
+    assert {l.engine for l in legs} == {"libtorch", "executorch"}
+    assert all(l.flavor in ("gpu", "cuda") for l in legs)
+
+
+def test_version_override_renames(matrix):
+    invocation = _resolve(matrix, ["libtorch-linux-x86_64-shared"], version="2.13.0")
+    assert invocation.plans[0].archive == "libtorch-2.13.0-Linux-x86_64-shared.zip"
+
+
+def test_origins_parse(matrix):
+    invocation = _resolve(matrix, ["libtorch-linux-x86_64-shared"], origin="/tmp/torch.whl,acl=/srv/acl")
+    assert dict(invocation.settings.origins) == {"": "/tmp/torch.whl", "acl": "/srv/acl"}
