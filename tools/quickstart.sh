@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's main job: set up, then build, verify and smoke-test a real archive,
+# dist/libtorch-2.13.0-Linux-x86_64-shared.zip, from PyTorch's CPU wheel on PyPI
+# (taken as the leg's upstream origin; the build never reaches download.pytorch.org).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+mkdir -p .cache/wheels
+python3 -m pip download -q --no-deps --only-binary=:all: -d .cache/wheels torch==2.13.0
+wheel=$(ls .cache/wheels/torch-2.13.0*-manylinux*_x86_64.whl | head -1)
+scons -Q libtorch-linux-x86_64-shared version=2.13.0 origin="$wheel" "$@"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what the build system and its tests need on a Debian/Ubuntu machine: the
+# toolchain (apt) and the Python packages (pip). Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# cmake/ninja/g++ build the smoke consumers; clang/lld/llvm give the Mach-O and COFF tools
+# (llvm-lipo, llvm-libtool-darwin, llvm-lib, llvm-dlltool) the cross-format steps use on Linux.
+$sudo apt-get install -y -qq --no-install-recommends \
+  ca-certificates git cmake ninja-build g++ clang lld llvm patchelf zip unzip binutils nodejs npm >/dev/null
+python3 -m pip install -q --disable-pip-version-check -r requirements.txt
+echo "setup: $(scons --version | sed -n 's/^\s*SCons: v\?//p' | head -1) $(cmake --version | head -1)"

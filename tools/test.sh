@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The README's test command: set up, then run every test (unit, integration, and the
+# end-to-end legs on real engine binaries taken from PyPI and Debian).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+python3 -m pytest -q "$@"
