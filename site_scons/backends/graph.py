@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -210,11 +211,14 @@ class Graph:
             if plan.patches:
                 node, manifest = self.source_tree(plan, engine, *main_tree)
                 inputs.append(node)
-                src = manifest.with_suffix("") / _leaf(plan.downloads[0])
+                # _do_patch writes a checkout's copy under its leaf name, an archive's under tree/.
+                src = manifest.with_suffix("") / (_leaf(plan.downloads[0]) if plan.downloads[0].kind == "git"
+                                                  else "tree")
             elif plan.downloads[0].kind == "git":
                 src = main_tree[1].with_suffix("") / _leaf(plan.downloads[0])
             else:
-                src = main_tree[1].with_suffix("") / "tree"
+                # The download's top-level directory (`roots`), like `{extract:source}`.
+                src = main_tree[1].with_suffix("") / ("root" if plan.downloads[0].roots else "tree")
         dirs = self._leg_dirs(leg, plan, src, extracts, downloads, sources)
         nodes = LegNodes(plan=plan, engine=engine, dirs=dirs)
         self.legs[leg.id] = nodes
@@ -308,6 +312,8 @@ class _Registry:
         self.fetches: dict[str, tuple[Graph, str, Download, str]] = {}
         self.extracts: dict[str, tuple[Download, Path, Path]] = {}
         self.trees: dict[str, tuple[Path, list[Path], Path, Any]] = {}
+        # target path -> digest of the signatures of the sources it is being built from
+        self.signatures: dict[str, str] = {}
 
 
 REGISTRY = _Registry()
@@ -317,13 +323,24 @@ REGISTRY = _Registry()
 
 def _dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
     step, leg_id = env["GRAPH_STEP"], env["GRAPH_LEG"]
+    started = time.monotonic()
     try:
+        REGISTRY.signatures[target[0].abspath] = _signature(source)
         ACTIONS[step](Path(target[0].abspath), leg_id)
+        print(f"[{step}] {leg_id} done in {time.monotonic() - started:.1f} s", flush=True)
     except Exception as error:  # every step error becomes one clear SCons failure
         if os.environ.get("ANIRA_TRACEBACK"):
             traceback.print_exc()
         raise BuildError(errstr=f"{leg_id}: {step} failed: {error}") from error
     return None
+
+
+def _signature(source: list[Any]) -> str:
+    """What a step ran from. Build and stage manifests record it: their other content (argv,
+    file counts) can stay identical when the step reran for a change it does not show (an
+    env addition, a tool version, a patch's effect on the code), and the next step must
+    rerun then too."""
+    return hashlib.sha256("\0".join(str(node.get_csig()) for node in source).encode()).hexdigest()
 
 
 def _graph_for_fetch(target: Path) -> tuple[Graph, str, Download, str]:
@@ -416,7 +433,8 @@ def _do_patch(target: Path, leg_id: str) -> None:
     origin = Path(record.get("path") or record["root"])
     if "root" in record:
         origin = Path(record["root"])
-    tree = dest / origin.name if origin.name != "tree" else dest / "tree"
+    # An extraction's (root) copy is tree/, a checkout's keeps its leaf name (see add_leg).
+    tree = dest / "tree" if "root" in record else dest / origin.name
     outcomes = source_step.prepare_tree(origin, tree, scripts)
     for outcome in outcomes:
         print(f"[patch] {outcome.describe()}", flush=True)
@@ -442,7 +460,7 @@ def _do_build(target: Path, leg_id: str) -> None:
         upstream_step.private_copy(shared, dirs.src, short_hash(str(shared)))
     ran = upstream_step.build(plan.build, plan.env, dirs, leg_id, graph.environ, graph.settings.verbose,
                               graph.settings.heavy_jobs, graph.build_root / "locks")
-    write_json(target, {"leg": leg_id, "commands": ran})
+    write_json(target, {"leg": leg_id, "commands": ran, "signature": REGISTRY.signatures.get(str(target), "")})
 
 
 def _shared_src(nodes: LegNodes) -> Path:
@@ -471,6 +489,7 @@ def _do_stage(target: Path, leg_id: str) -> None:
         result["fixups"] = upstream_step.run_commands(nodes.plan.fixups, nodes.plan.env, dirs, leg_id, graph.environ,
                                                       graph.settings.verbose, log_prefix="fixup")
     result["files"] = len([e for e in list_tree(dirs.stage, with_hashes=False) if e.kind != "dir"])
+    result["signature"] = REGISTRY.signatures.get(str(target), "")
     write_json(target, result)
 
 
@@ -489,7 +508,8 @@ def _do_merge(target: Path, leg_id: str) -> None:
         report = universal_tree(unpacked[0], unpacked[1], dirs.stage)
     else:
         report = _android_bundle(leg, unpacked, dirs.stage)
-    write_json(target, {"inputs": list(leg.inputs), "report": report})
+    write_json(target, {"inputs": list(leg.inputs), "report": report,
+                        "signature": REGISTRY.signatures.get(str(target), "")})
 
 
 def _android_bundle(leg: Leg, unpacked: list[Path], stage: Path) -> list[str]:
