@@ -14,8 +14,8 @@ from .extract import extract
 def _program_output(log: Path, lines: int = 40) -> list[str]:
     """The child's output from a runner log (after its `output:` header), last lines only."""
     text = log.read_text(errors="replace").splitlines() if log.is_file() else []
-    if "output:" in text:
-        text = text[text.index("output:") + 1:]
+    if "output:" in text:  # the log is appended to: the last run's output only
+        text = text[len(text) - text[::-1].index("output:"):]
     return [line for line in text if not line.startswith("====")][-lines:]
 
 

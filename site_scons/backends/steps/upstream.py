@@ -54,9 +54,25 @@ def private_copy(shared_src: Path, private_src: Path, key: str) -> None:
     marker.write_text(key)
 
 
+def _bind_build_dir(dirs: LegDirs) -> None:
+    """Wipe the leg's build dir when it was last used with another source tree.
+
+    A patch edit or a new pin gives the leg a new source tree (keyed by pin + patch
+    hashes). CMake keeps the source dir a build dir was configured from, and with
+    hard-linked trees (copy_tree) it cannot tell the new tree's CMakeLists.txt from the
+    old one: it silently goes on compiling the old, differently patched sources.
+    """
+    marker = dirs.build / ".anira-source"
+    source = str(dirs.src)
+    if dirs.build.exists() and not (marker.is_file() and marker.read_text() == source):
+        shutil.rmtree(dirs.build)
+    dirs.build.mkdir(parents=True, exist_ok=True)
+    marker.write_text(source)
+
+
 def build(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,
           environ: Mapping[str, str], verbose: bool, slots: int, lock_dir: Path) -> list[dict[str, object]]:
-    dirs.build.mkdir(parents=True, exist_ok=True)
+    _bind_build_dir(dirs)
     with heavy_slot(lock_dir, slots, label):
         return run_commands(commands, plan_env, dirs, label, environ, verbose)
 
