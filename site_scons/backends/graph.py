@@ -566,10 +566,9 @@ def _do_smoke(target: Path, leg_id: str) -> None:
     mode = graph.host.run_mode(leg)
     if plan.smoke is None:
         result = smoke_step.not_run("no consumer program for this package form" if leg.can_run
-                                    else "the leg cannot run on any CI host (can_run=0)", leg_id)
+                                    else graph.host.why_not_run(leg), leg_id)
     elif mode not in ("native", "rosetta"):
-        result = smoke_step.not_run(f"{leg.platform} binaries need a {leg.runner} host; this is "
-                                    f"{graph.host.platform}", leg_id)
+        result = smoke_step.not_run(graph.host.why_not_run(leg), leg_id)
     else:
         result = smoke_step.smoke(Path(nodes.archive.abspath), plan.smoke, graph.root,
                                   nodes.dirs.logs.parent / "smoke", nodes.dirs.logs, leg_id, graph.environ,

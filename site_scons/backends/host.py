@@ -4,6 +4,7 @@ from __future__ import annotations
 import platform as _platform
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 from .model.leg import Leg
 from .model.vocab import ARM64_TOKEN
@@ -28,7 +29,7 @@ class Host:
 
     def run_mode(self, leg: Leg) -> str:
         """How this host runs the leg's smoke: native, emulated (name), or '' if it cannot."""
-        if not leg.can_run:
+        if not leg.can_run or (leg.flavor == "cuda" and not has_nvidia_gpu()):
             return ""
         if leg.os == self.os and leg.arch in (self.arch, "universal"):
             return "native"
@@ -39,6 +40,18 @@ class Host:
         if leg.os == "windows" and self.os == "linux" and leg.arch == "x86_64" and shutil.which("wine64"):
             return "wine"
         return ""
+
+
+    def why_not_run(self, leg: Leg) -> str:
+        if not leg.can_run:
+            return "the leg cannot run on any CI host (can_run=0)"
+        if leg.flavor == "cuda" and not has_nvidia_gpu():
+            return "needs an NVIDIA GPU with the CUDA 13 runtime; this host has none"
+        return f"{leg.platform} binaries need a {leg.runner} host; this is {self.platform}"
+
+
+def has_nvidia_gpu() -> bool:
+    return Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia/gpus").is_dir()
 
 
 def detect_host() -> Host:

@@ -59,7 +59,7 @@ def exported_symbols(lib: Path) -> set[str]:
     for line in _tool_output("llvm-nm", arguments, lib).splitlines():
         fields = line.rpartition(": ")[2].split()
         if fields:
-            names.add(fields[0])
+            names.add(fields[0].split("@", 1)[0])  # ELF symbol versions: OrtGetApiBase@@VERS_1.26.0
     if fmt == "macho":
         names = {name[1:] if name.startswith("_") else name for name in names}
     return names

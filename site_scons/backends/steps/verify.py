@@ -1,6 +1,7 @@
 """Checking a leg's contract on the archive itself (spec §8.1: never on the staging tree)."""
 from __future__ import annotations
 
+import posixpath
 import re
 import tarfile
 import tempfile
@@ -61,9 +62,19 @@ def open_archive(path: Path) -> ArchiveView:
 
 
 def _first(view: ArchiveView, pattern: str) -> str | None:
+    """The first member matching `pattern`, with symlinks inside the archive followed."""
     for name in sorted(view.names):
-        if matches(name, pattern) and name not in view.symlinks:
-            return name
+        if matches(name, pattern):
+            return _follow(view, name)
+    return None
+
+
+def _follow(view: ArchiveView, name: str) -> str | None:
+    for _ in range(16):
+        if name not in view.symlinks:
+            return name if name in view.names else None
+        target = view.read(name).decode()
+        name = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
     return None
 
 

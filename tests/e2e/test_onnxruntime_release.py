@@ -1,0 +1,89 @@
+"""The ONNX Runtime Linux x86_64 legs end to end on a real ONNX Runtime library.
+
+The release archive is assembled from what the registries carry (PyPI's 1.26.0 library,
+Debian's released headers no newer than it) in upstream's release layout, pinned in a
+copy of engine.toml, and fed through the normal fetch path from a mirror, offline.
+"""
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+
+import inputs
+from backends.pins import record_pin
+from backends.steps.files import sha256_file
+from conftest import Scons, scratch_project
+
+pytestmark = [pytest.mark.e2e]
+
+
+def _project_with_pin(tmp_path_factory, release):
+    project = scratch_project(tmp_path_factory.mktemp("ort"), copied=("engines/onnxruntime",))
+    record_pin(project / "engines/onnxruntime/engine.toml", release.name, sha256_file(release))
+    mirror = tmp_path_factory.mktemp("mirror")
+    (mirror / release.name).symlink_to(release)
+    return project, mirror
+
+
+@pytest.fixture(scope="module")
+def cpu(tmp_path_factory, e2e_cache):
+    release = inputs.ort_linux_x64_release(e2e_cache)
+    project, mirror = _project_with_pin(tmp_path_factory, release)
+    scons = Scons(project, tmp_path_factory.mktemp("cache"))
+    args = ("onnxruntime-linux-x86_64-shared", f"mirror={mirror}", "offline=1")
+    return scons, args, scons(*args)
+
+
+ARCHIVE = "onnxruntime-1.26.0-Linux-x86_64-shared.zip"
+
+
+def test_verified_and_smoke_tested(cpu):
+    scons, _, result = cpu
+    assert "[verify] onnxruntime-linux-x86_64-shared done" in result.stdout
+    smoke = json.loads((scons.project / "build/legs/onnxruntime-linux-x86_64-shared/steps/smoke.json").read_text())
+    assert smoke["status"] == "passed", smoke
+    assert any("PASS" in line for line in smoke["output"])
+
+
+def test_archive_layout_and_curation(cpu):
+    scons, *_ = cpu
+    with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
+        infos = {i.filename: i for i in archive.infolist()}
+    assert "lib/libonnxruntime.so.1.26.0" in infos
+    for link, target in (("lib/libonnxruntime.so.1", b"libonnxruntime.so.1.26.0"),
+                         ("lib/libonnxruntime.so", b"libonnxruntime.so.1")):
+        assert (infos[link].external_attr >> 16) & 0o170000 == 0o120000
+        with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
+            assert archive.read(link) == target
+    assert "include/onnxruntime_cxx_api.h" in infos
+    assert "lib/libonnxruntime_providers_shared.so" not in infos  # CPU legs ship no bridge
+    assert not [n for n in infos if n.endswith(("coreml_provider_factory.h", "dml_provider_factory.h"))]
+
+
+def test_manifest_records_the_mirror_and_pin(cpu):
+    scons, *_ = cpu
+    manifest = json.loads((scons.project / "dist" / (ARCHIVE + ".json")).read_text())
+    source = manifest["sources"][0]
+    assert source["filename"] == "onnxruntime-linux-x64-1.26.0.tgz"
+    assert source["sha256"] and "mirror" in source["origin"]
+
+
+def test_rerun_is_a_no_op(cpu):
+    scons, args, _ = cpu
+    assert scons("-q", *args, check=False).returncode == 0
+
+
+@pytest.mark.slow
+def test_cuda_curation_on_the_gpu_package_layout(tmp_path_factory, e2e_cache):
+    release = inputs.ort_linux_x64_cuda_release(e2e_cache)
+    project, mirror = _project_with_pin(tmp_path_factory, release)
+    scons = Scons(project, tmp_path_factory.mktemp("cache"))
+    result = scons("onnxruntime-linux-x86_64-cuda-shared", f"mirror={mirror}", "offline=1")
+    archive = project / "dist" / "onnxruntime-1.26.0-Linux-x86_64-cuda-shared.zip"
+    with zipfile.ZipFile(archive) as handle:
+        names = set(handle.namelist())
+    assert {"lib/libonnxruntime_providers_cuda.so", "lib/libonnxruntime_providers_shared.so"} <= names
+    assert not [n for n in names if "tensorrt" in n or n.endswith("dml_provider_factory.h")]
+    assert "smoke not run: needs an NVIDIA GPU" in result.stdout
