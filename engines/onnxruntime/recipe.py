@@ -169,19 +169,23 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         build.append(_re2(slice_dir, "Release"))
         build.append(Command(f"bundle {slice_name}", (
             "{python}", "-m", "backends.steps.bundle", "--from-tree", f"{slice_dir}/Release",
-            "--exclude", kit.DEFAULT_BUNDLE_EXCLUDE, "--out", f"{slice_dir}/libonnxruntime.a")))
-    build.append(Command("xcframework", (
+            # Upstream kept full libprotobuf in the iOS slices only (spec §8.4); same rule as desktop here.
+            "--exclude", BUNDLE_EXCLUDE, "--out", f"{slice_dir}/libonnxruntime.a")))
+    # The headers are staged first (include/), then fused with both slices into the framework.
+    xcframework = Command("xcframework", (
         "xcodebuild", "-create-xcframework",
-        "-library", "{build}/device/libonnxruntime.a", "-headers", "{build}/headers",
-        "-library", "{build}/simulator/libonnxruntime.a", "-headers", "{build}/headers",
-        "-output", "{stage}/onnxruntime.xcframework")))
+        "-library", "{build}/device/libonnxruntime.a", "-headers", "{stage}/include",
+        "-library", "{build}/simulator/libonnxruntime.a", "-headers", "{stage}/include",
+        "-output", "{stage}/onnxruntime.xcframework"), cwd="{stage}")
+    drop_headers = Command("drop loose headers", ("cmake", "-E", "rm", "-rf", "{stage}/include"), cwd="{stage}")
     shipped = _shipped_eps(leg)
     return Plan(
         leg=leg, version=engine.version, archive=archive,
         downloads=(kit.git_source(engine),),
         patches=kit.patches_for(engine, leg),
         build=tuple(build),
-        collect=tuple(CopyRule(rule.pattern, "{build}/headers") for rule in _headers(leg)),
+        collect=tuple(_headers(leg)),
+        fixups=(xcframework, drop_headers),
         contract=Contract(
             required=("onnxruntime.xcframework/Info.plist",
                       *(f"onnxruntime.xcframework/*/Headers/{EP_HEADER_FILES[a]}" for a in shipped)),

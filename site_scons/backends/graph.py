@@ -101,7 +101,7 @@ class Graph:
         self.settings: Settings = invocation.settings
         self.matrix = matrix
         self.host = host
-        self.environ = dict(os.environ)
+        self.environ = {**os.environ, **settings_environment(invocation.settings)}
         self.legs: dict[str, LegNodes] = {}
         self._fetch_nodes: dict[str, tuple[Any, Path]] = {}
         self._tree_nodes: dict[str, tuple[Any, Path]] = {}
@@ -288,6 +288,12 @@ class Graph:
         nodes.smoke = self._command(str(steps_dir / "smoke.json"), smoke_sources, "smoke", leg.id, name)
         nodes.verify = verify
         self.env.Alias(leg.id, nodes.smoke)
+
+
+def settings_environment(settings: Settings) -> dict[str, str]:
+    """The settings child commands need (e.g. backends.steps.podspec fetching through the cache)."""
+    return {"ANIRA_CACHE": str(settings.cache), "ANIRA_MIRRORS": ",".join(settings.mirrors),
+            "ANIRA_OFFLINE": "1" if settings.offline else "0", "ANIRA_LOCK": "1" if settings.lock else "0"}
 
 
 def _leaf(download: Download) -> str:

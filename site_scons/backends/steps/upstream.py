@@ -1,6 +1,7 @@
 """Running the upstream build commands of a plan through the runner, one log per command."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -16,9 +17,16 @@ def _log_name(index: int, label: str) -> str:
     return f"build-{index:02d}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', label).strip('-')}.log"
 
 
+SITE_SCONS = Path(__file__).resolve().parents[2]
+
+
 def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
                 environ: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed environment plus the plan's additions; `python -m backends.*`
+    commands find this package, and the step graph's settings travel as ANIRA_*."""
     extra = {k: expand(v, dirs, environ) or "" for k, v in {**plan_env, **command.env}.items()}
+    extra["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SITE_SCONS), extra.get("PYTHONPATH", "")]))
+    extra.update({k: v for k, v in environ.items() if k.startswith("ANIRA_")})
     return limited_env(extra)
 
 

@@ -1,0 +1,196 @@
+"""TFLite C API: our CMake wrapper (engines/tflite/cmake) over the pinned TensorFlow tree on
+desktop and Android; Google's TensorFlowLiteC xcframeworks repackaged on iOS.
+
+Spec: upstream-spec §2.1 (wrapper semantics, layout, iOS), §1.1 (presets-base facts),
+§6.2 rows 15-18 and the iOS row (Metal / CoreML variants), §3 (bundling).
+"""
+from __future__ import annotations
+
+import hashlib
+
+from backends.model.engine import Engine
+from backends.model.leg import Leg
+from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke, frozen
+from backends.model import recipe_kit as kit
+
+# Our wrapper project, relative to the repository root: configure runs there (cwd "."; SCons
+# works from the SConstruct directory), like Smoke.project paths.
+WRAPPER = "engines/tflite/cmake"
+LIBNAME = "tensorflowlite_c"
+HEADERS = (
+    "include/tensorflow/lite/c_api.h",
+    "include/tensorflow/lite/c_api_experimental.h",
+    "include/tensorflow/lite/c_api_types.h",
+    "include/tensorflow/lite/common.h",
+    "include/tensorflow/lite/builtin_ops.h",
+    "include/tensorflow/lite/core/c/c_api.h",
+)
+API_SYMBOLS = ("TfLiteInterpreterCreate", "TfLiteModelCreate")
+METAL_HEADER = "include/tensorflow/lite/delegates/gpu/metal_delegate.h"
+METAL_LIB = "lib/libmetal_delegate.a"
+METAL_SYMBOL = "TFLGpuDelegateCreate"
+# Google's delegate xcframeworks, per accelerator (pod Metal / CoreML subspecs, same tarball).
+IOS_FRAMEWORK = "TensorFlowLiteC"
+IOS_DELEGATE_FRAMEWORKS = {"metal": "TensorFlowLiteCMetal", "coreml": "TensorFlowLiteCCoreML"}
+IOS_SMOKE_DEFINES = {  # the smoke builds for the simulator and runs under `simctl spawn`
+    "CMAKE_SYSTEM_NAME": "iOS",
+    "CMAKE_OSX_SYSROOT": "iphonesimulator",
+    "CMAKE_OSX_ARCHITECTURES": "arm64",
+    "CMAKE_OSX_DEPLOYMENT_TARGET": "12.0",
+}
+
+NOTES = (
+    "configure runs from the repository root (cwd .) on our wrapper engines/tflite/cmake; "
+    "TFLITE_WRAPPER_SHA256 puts the wrapper's content into the build step's signature",
+)
+IOS_NOTES = (
+    "two-stage fetch: the podspec (CocoaPods Specs `master`, pinned by its sha256) names the "
+    "release tarball in source.http; backends.steps.podspec fetches that through the same cache, "
+    "verifying it against the sha256 pinned under the tarball's file name in engines/tflite/engine.toml",
+)
+
+
+def _metal(leg: Leg) -> bool:
+    return "metal" in leg.accelerator
+
+
+def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
+    if leg.os == "macos":
+        return {"CMAKE_OSX_ARCHITECTURES": leg.arch,
+                "CMAKE_OSX_DEPLOYMENT_TARGET": engine.pins["macos_deploy_target"]}
+    if leg.os == "android":
+        return {
+            "CMAKE_TOOLCHAIN_FILE": "{env:ANDROID_NDK_HOME}/build/cmake/android.toolchain.cmake",
+            "ANDROID_ABI": leg.arch,
+            "ANDROID_PLATFORM": f"android-{engine.pins['android_api']}",
+        }
+    # Upstream's linux-arm64 base set CMAKE_SYSTEM_NAME/PROCESSOR, turning the native aarch64
+    # build into a cross-compile (spec §8.4); native builds here set neither.
+    return {}
+
+
+def configure_argv(leg: Leg, engine: Engine) -> tuple[str, ...]:
+    values = {
+        "TFLITE_SOURCE_DIR": "{src}",
+        "CMAKE_BUILD_TYPE": kit.build_type(leg),
+        "TFLITE_BUILD_STATIC": kit.on_off(leg.kind == "static"),
+        **_platform_defines(leg, engine),
+    }
+    if _metal(leg):
+        values["TFLITE_BUILD_METAL_DELEGATE"] = "ON"
+    return ("cmake", "-S", WRAPPER, "-B", "{build}", "-G", "Ninja", *kit.defines(values))
+
+
+def wrapper_digest(engine: Engine) -> str:
+    return hashlib.sha256((engine.root / "cmake" / "CMakeLists.txt").read_bytes()).hexdigest()
+
+
+def _build(leg: Leg, engine: Engine) -> list[Command]:
+    config = kit.build_type(leg)
+    # The step graph keys a build on its commands, not on project files: the digest makes an
+    # edit of the wrapper rebuild the TFLite legs (and only them).
+    digest = frozen({"TFLITE_WRAPPER_SHA256": wrapper_digest(engine)})
+    return [
+        # Cache variables are sticky: a removed -D would otherwise survive into the next configure.
+        Command("fresh cache", ("cmake", "-E", "rm", "-f", "{build}/CMakeCache.txt")),
+        Command("configure", configure_argv(leg, engine), env=digest, cwd="."),
+        Command("build", ("cmake", "--build", "{build}", "--config", config, "-j", "{jobs}")),
+        Command("clean install", ("cmake", "-E", "rm", "-rf", "{install}")),
+        Command("install", ("cmake", "--install", "{build}", "--config", config, "--prefix", "{install}")),
+    ]
+
+
+def _shared_libs(leg: Leg) -> tuple[str, ...]:
+    if leg.os == "windows":
+        return (f"lib/{LIBNAME}.dll", f"lib/{LIBNAME}.lib")  # the DLL and its import library
+    return ("lib/" + kit.lib_file(leg, LIBNAME),)
+
+
+def _contract(leg: Leg, libs: tuple[str, ...]) -> Contract:
+    main_lib = libs[0]
+    required = [*HEADERS, *libs]
+    symbols = [(main_lib, symbol) for symbol in API_SYMBOLS]
+    forbidden: list[str] = []
+    if _metal(leg):
+        delegate_lib = main_lib if leg.kind == "static" else METAL_LIB
+        required += [METAL_HEADER] + ([METAL_LIB] if leg.kind == "shared" else [])
+        symbols.append((delegate_lib, METAL_SYMBOL))
+    else:
+        forbidden += ["**/metal_delegate.h", "**/libmetal_delegate.a"]
+    return Contract(
+        required=tuple(required),
+        forbidden=tuple(forbidden),
+        symbols=tuple(symbols),
+        macho_archs=(leg.arch,) if leg.os == "macos" else (),
+    )
+
+
+def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    collect = [CopyRule("{install}/include/**", "include")]
+    bundle = None
+    if leg.kind == "static":
+        # The installed archive holds only the C-API objects: merge the whole build tree
+        # (Metal legs thereby also carry the delegate) into the one library.
+        output = "lib/" + kit.static_lib_name(leg, LIBNAME)
+        bundle = Bundle(output=output, libraries_from="{build}", exclude=kit.DEFAULT_BUNDLE_EXCLUDE)
+        libs: tuple[str, ...] = (output,)
+    else:
+        collect.append(CopyRule("{install}/lib/**", "lib"))
+        libs = _shared_libs(leg)
+    return Plan(
+        leg=leg, version=engine.version, archive=archive,
+        downloads=(kit.git_source(engine),),
+        patches=kit.patches_for(engine, leg),
+        build=tuple(_build(leg, engine)),
+        collect=tuple(collect),
+        bundle=bundle,
+        contract=_contract(leg, libs),
+        smoke=Smoke("smoke/tflite", model="add.tflite"),
+        notes=NOTES,
+    )
+
+
+def _ios_frameworks(leg: Leg) -> list[str]:
+    return [IOS_FRAMEWORK] + [IOS_DELEGATE_FRAMEWORKS[a] for a in leg.accelerator if a in IOS_DELEGATE_FRAMEWORKS]
+
+
+def podspec_argv(leg: Leg) -> tuple[str, ...]:
+    return ("{python}", "-m", "backends.steps.podspec", "{download:podspec}",
+            "--field", "source.http", "--pins", "engines/tflite/engine.toml",
+            "--xcframeworks", *_ios_frameworks(leg), "--out", "{build}/xcframeworks")
+
+
+def _ios_contract(leg: Leg) -> Contract:
+    shipped = _ios_frameworks(leg)
+    binary = f"{IOS_FRAMEWORK}.framework/{IOS_FRAMEWORK}"
+    required = [f"{name}.xcframework/Info.plist" for name in shipped]
+    required += [f"{IOS_FRAMEWORK}.xcframework/ios-arm64/{binary}",
+                 f"{IOS_FRAMEWORK}.xcframework/*simulator*/{binary}"]
+    forbidden = [f"{name}.xcframework/**" for name in IOS_DELEGATE_FRAMEWORKS.values() if name not in shipped]
+    return Contract(required=tuple(required), forbidden=tuple(forbidden))
+
+
+def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    return Plan(
+        leg=leg, version=engine.version, archive=archive,
+        downloads=(kit.url_source(engine, "podspec", unpack=False),),
+        build=(Command("podspec", podspec_argv(leg), cwd="."),),  # the repository root, for --pins
+        collect=tuple(CopyRule(f"{{build}}/xcframeworks/{name}.xcframework/**", f"{name}.xcframework")
+                      for name in _ios_frameworks(leg)),
+        contract=_ios_contract(leg),
+        smoke=Smoke("smoke/tflite", defines=IOS_SMOKE_DEFINES, model="add.tflite"),
+        notes=IOS_NOTES + _ios_smoke_notes(leg),
+    )
+
+
+def _ios_smoke_notes(leg: Leg) -> tuple[str, ...]:
+    notes = ("smoke: a simulator build, run with `xcrun simctl spawn` on a booted device",)
+    if leg.accelerator:
+        notes += ("the smoke does not exercise the delegate xcframeworks (spec §6.2 [gap])",)
+    return notes
+
+
+def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    if leg.platform == "ios":
+        return _ios_plan(leg, engine, archive)
+    return _source_plan(leg, engine, archive)

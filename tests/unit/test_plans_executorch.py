@@ -1,0 +1,240 @@
+"""Golden assertions over every ExecuTorch leg's plan (upstream-spec §2.4, §6.2 rows 12-14,
+§6.3, §6.5 items 5, 9, 10)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backends.model.matrix import load_matrix
+from backends.model.plan import Plan
+from backends.model.recipes import plan_all
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = "executorch"
+ACCELERATOR_SWITCHES = ("EXECUTORCH_BUILD_COREML", "EXECUTORCH_BUILD_MPS", "EXECUTORCH_BUILD_MLX",
+                        "EXECUTORCH_BUILD_VULKAN")
+COMMON = (
+    "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_INSTALL_PREFIX={install}", "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
+    "-DBUILD_TESTING=OFF", "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=OFF", "-DEXECUTORCH_BUILD_PYBIND=OFF",
+    "-DEXECUTORCH_ENABLE_PROGRAM_VERIFICATION=ON", "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
+    "-DEXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR=ON", "-DEXECUTORCH_BUILD_EXTENSION_NAMED_DATA_MAP=ON",
+    "-DEXECUTORCH_BUILD_EXTENSION_MODULE=ON", "-DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON",
+    "-DEXECUTORCH_BUILD_EXTENSION_RUNNER_UTIL=ON", "-DEXECUTORCH_BUILD_EXTENSION_EVALUE_UTIL=ON",
+    "-DEXECUTORCH_BUILD_KERNELS_OPTIMIZED=ON", "-DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON",
+    "-DEXECUTORCH_BUILD_XNNPACK=ON", "-DEXECUTORCH_XNNPACK_ENABLE_WEIGHT_CACHE=ON",
+    "-DPYTHON_EXECUTABLE={python}",
+)
+IOS_OFF = (
+    "-DEXECUTORCH_BUILD_EXTENSION_LLM=OFF", "-DEXECUTORCH_BUILD_EXTENSION_LLM_RUNNER=OFF",
+    "-DEXECUTORCH_BUILD_EXTENSION_LLM_APPLE=OFF", "-DEXECUTORCH_BUILD_KERNELS_LLM=OFF",
+    "-DEXECUTORCH_BUILD_KERNELS_TORCHAO=OFF",
+)
+DELEGATE_TARGETS = ("coremldelegate", "mpsdelegate", "mlx", "vulkan_backend")
+
+
+@pytest.fixture(scope="module")
+def plans() -> dict[str, Plan]:
+    matrix = load_matrix(ROOT)
+    legs = [leg for leg in matrix.legs if leg.engine == ENGINE]
+    return {plan.leg.id: plan for plan in plan_all(matrix, legs)}
+
+
+def built(plans: dict[str, Plan]) -> list[Plan]:
+    return [p for p in plans.values() if not p.leg.aggregate]
+
+
+def argv(plan: Plan, label: str) -> tuple[str, ...]:
+    matches = [c.argv for c in plan.build if c.label == label]
+    assert len(matches) == 1, f"{plan.leg.id}: {len(matches)} commands labelled {label!r}"
+    return matches[0]
+
+
+def all_args(plan: Plan) -> list[str]:
+    args = [a for c in (*plan.build, *plan.fixups) for a in c.argv]
+    args += [f"{k}={v}" for c in plan.build for k, v in c.env.items()]
+    return args + [f"{k}={v}" for k, v in plan.env.items()]
+
+
+def on_switches(plan: Plan) -> set[str]:
+    return {s for s in ACCELERATOR_SWITCHES if f"-D{s}=ON" in all_args(plan)}
+
+
+def test_every_leg_is_planned(plans: dict[str, Plan]) -> None:
+    assert len(plans) == 15
+    assert all(p.archive.startswith("executorch-1.3.1-") for p in plans.values())
+
+
+def test_vulkan_only_on_the_linux_gpu_leg(plans: dict[str, Plan]) -> None:
+    with_vulkan = {i for i, p in plans.items() if "EXECUTORCH_BUILD_VULKAN" in on_switches(p)}
+    assert with_vulkan == {"executorch-linux-x86_64-gpu-static"}
+    probe = argv(plans["executorch-linux-x86_64-gpu-static"], "glslc probe")
+    assert probe == ("{python}", "-m", "backends.probes.glslc")
+    assert not [p for i, p in plans.items() if i != "executorch-linux-x86_64-gpu-static"
+                and any(c.label == "glslc probe" for c in p.build)]
+
+
+def test_apple_delegates_only_on_macos_gpu_legs(plans: dict[str, Plan]) -> None:
+    switches = {i: on_switches(p) for i, p in plans.items() if on_switches(p)}
+    assert switches == {
+        "executorch-macos-x86_64-gpu-static": {"EXECUTORCH_BUILD_COREML", "EXECUTORCH_BUILD_MPS"},
+        "executorch-macos-arm64-gpu-static": {"EXECUTORCH_BUILD_COREML", "EXECUTORCH_BUILD_MPS",
+                                              "EXECUTORCH_BUILD_MLX"},
+        "executorch-linux-x86_64-gpu-static": {"EXECUTORCH_BUILD_VULKAN"},
+    }
+
+
+def test_no_cpu_leg_carries_an_accelerator_flag(plans: dict[str, Plan]) -> None:
+    for plan in built(plans):
+        if plan.leg.flavor == "cpu":
+            assert not on_switches(plan), plan.leg.id
+            if plan.leg.platform != "ios":  # an xcframework ships no CMake config
+                assert plan.contract.cmake_targets == ()
+                assert set(plan.contract.no_cmake_targets) == set(DELEGATE_TARGETS)
+
+
+@pytest.mark.parametrize("leg_id, target", [
+    ("executorch-macos-x86_64-static", "12.0"),
+    ("executorch-macos-arm64-static", "12.0"),
+    ("executorch-macos-x86_64-gpu-static", "12.0"),
+    ("executorch-macos-arm64-gpu-static", "14.0"),  # MLX requires it
+])
+def test_macos_deployment_targets(plans: dict[str, Plan], leg_id: str, target: str) -> None:
+    plan = plans[leg_id]
+    assert f"-DCMAKE_OSX_DEPLOYMENT_TARGET={target}" in argv(plan, "configure")
+    assert plan.env["MACOSX_DEPLOYMENT_TARGET"] == target
+
+
+def test_common_defines_on_every_desktop_and_android_leg(plans: dict[str, Plan]) -> None:
+    for plan in built(plans):
+        if plan.leg.platform == "ios":
+            continue
+        configure = argv(plan, "configure")
+        assert configure[:5] == ("cmake", "-S", "{src}", "-B", "{build}")
+        defines = [a for a in configure if a.startswith("-D")]
+        assert tuple(defines[:len(COMMON)]) == COMMON, plan.leg.id
+        assert argv(plan, "build") == ("cmake", "--build", "{build}", "-j", "{jobs:ram_gb/3}", "--target", "install")
+
+
+def test_exact_argv_macos_arm64(plans: dict[str, Plan]) -> None:
+    plan = plans["executorch-macos-arm64-static"]
+    assert argv(plan, "configure") == ("cmake", "-S", "{src}", "-B", "{build}", *COMMON,
+                                       "-DCMAKE_OSX_ARCHITECTURES=arm64", "-DCMAKE_OSX_DEPLOYMENT_TARGET=12.0")
+    assert argv(plan, "torch") == ("{python}", "-m", "pip", "install", "torch==2.12.0",
+                                   "--extra-index-url", "https://download.pytorch.org/whl/test/cpu")
+
+
+def test_exact_argv_linux(plans: dict[str, Plan]) -> None:
+    plan = plans["executorch-linux-x86_64-static"]
+    assert argv(plan, "configure") == ("cmake", "-S", "{src}", "-B", "{build}", *COMMON)
+    assert argv(plan, "host tools") == (
+        "cmake", "-E", "rm", "-rf", "{build}/third-party/flatc_ep", "{build}/third-party/flatcc_ep",
+        "{src}/third-party/flatcc/lib", "{src}/third-party/flatcc/bin")
+    assert plan.env == {}
+    for label in ("configure", "build"):
+        assert next(c for c in plan.build if c.label == label).env == {"PYTHONPATH": "{src}/.."}
+    assert plan.private_source  # flatcc installs into the source tree
+
+
+def test_exact_argv_windows_arm64(plans: dict[str, Plan]) -> None:
+    plan = plans["executorch-windows-arm64-static"]
+    assert argv(plan, "configure") == (
+        "cmake", "-S", "{src}", "-B", "{build}", "-G", "Ninja", *COMMON,
+        "-DXNNPACK_ENABLE_ARM_FP16_VECTOR=OFF", "-DXNNPACK_ENABLE_ARM_FP16_SCALAR=OFF", "-DXNNPACK_ENABLE_ARM_BF16=OFF")
+    x64 = argv(plans["executorch-windows-x86_64-static"], "configure")
+    assert x64 == ("cmake", "-S", "{src}", "-B", "{build}", "-G", "Ninja", *COMMON)
+
+
+def test_exact_argv_android(plans: dict[str, Plan]) -> None:
+    plan = plans["executorch-android-arm64-v8a-static"]
+    assert argv(plan, "configure") == (
+        "cmake", "-S", "{src}", "-B", "{build}", *COMMON,
+        "-DCMAKE_TOOLCHAIN_FILE={env:ANDROID_NDK_HOME}/build/cmake/android.toolchain.cmake",
+        "-DANDROID_ABI=arm64-v8a", "-DANDROID_PLATFORM=android-27")
+    assert plan.smoke is None  # cannot run anywhere
+
+
+def test_exact_argv_ios(plans: dict[str, Plan]) -> None:
+    cpu = plans["executorch-ios-xcframework"]
+    assert argv(cpu, "configure ios") == (
+        "cmake", "-S", "{src}", "-B", "{build}/ios", "--preset", "ios", "-DPYTHON_EXECUTABLE={python}", *IOS_OFF,
+        "-DEXECUTORCH_BUILD_COREML=OFF", "-DEXECUTORCH_BUILD_MPS=OFF")
+    gpu = plans["executorch-ios-gpu-xcframework"]
+    assert argv(gpu, "configure ios-simulator") == (
+        "cmake", "-S", "{src}", "-B", "{build}/ios-simulator", "--preset", "ios-simulator",
+        "-DPYTHON_EXECUTABLE={python}", *IOS_OFF)
+    for plan in (cpu, gpu):
+        assert argv(plan, "bundle ios") == (
+            "{python}", "-m", "backends.steps.bundle", "--from-tree", "{build}/ios",
+            "--exclude", "(/testdata/|-src/|/flatc_ep/|/flatcc_ep/)", "--out", "{build}/xcframework/ios/libexecutorch.a")
+        assert argv(plan, "xcframework") == (
+            "xcodebuild", "-create-xcframework",
+            "-library", "{build}/xcframework/ios/libexecutorch.a", "-headers", "{build}/ios-install/include",
+            "-library", "{build}/xcframework/ios-simulator/libexecutorch.a", "-headers", "{build}/ios-install/include",
+            "-output", "{build}/executorch.xcframework")
+        assert "executorch.xcframework/Info.plist" in plan.contract.required
+
+
+def test_torch_from_source_only_on_macos_x86_64(plans: dict[str, Plan]) -> None:
+    for plan in built(plans):
+        from_source = any(c.label == "pytorch" for c in plan.build)
+        assert from_source == (plan.leg.platform == "macos-x86_64"), plan.leg.id
+        assert any(c.label == "torch" for c in plan.build) != from_source
+    plan = plans["executorch-macos-x86_64-gpu-static"]
+    pytorch = next(c for c in plan.build if c.label == "pytorch")
+    assert pytorch.argv == ("{python}", "tools/build_libtorch.py") and pytorch.cwd == "{src:pytorch}"
+    assert pytorch.env["PYTHONPATH"] == ""
+    assert pytorch.env["MACOSX_DEPLOYMENT_TARGET"] == "12.0"
+    assert pytorch.env["CMAKE_OSX_ARCHITECTURES"] == "x86_64"
+    assert pytorch.env["USE_MPS"] == "0" and pytorch.env["BUILD_PYTHON"] == "0"
+    assert argv(plan, "torchgen yaml copy")[-1] == "{src:pytorch}/torchgen/packaged/ATen/native"
+    assert [d.name for d in plan.downloads] == ["source", "pytorch"]
+    configure = next(c for c in plan.build if c.label == "configure")
+    assert configure.env["PYTHONPATH"] == "{src:pytorch}:{src}/.."
+
+
+def test_gpu_contracts_and_mlx_staging(plans: dict[str, Plan]) -> None:
+    arm = plans["executorch-macos-arm64-gpu-static"]
+    assert arm.contract.cmake_targets == ("coremldelegate", "mpsdelegate", "mlx")
+    assert arm.contract.no_cmake_targets == ("vulkan_backend",)
+    assert {"lib/mlx.metallib", "lib/libmlx.a"} <= set(arm.contract.required)
+    patterns = {r.pattern: r for r in arm.collect}
+    assert patterns["{build}/**/libmlx.a"].required and patterns["{build}/**/mlx.metallib"].required
+    x86 = plans["executorch-macos-x86_64-gpu-static"]
+    assert x86.contract.cmake_targets == ("coremldelegate", "mpsdelegate")
+    assert "lib/mlx.metallib" not in x86.contract.required
+    assert not [r for r in x86.collect if "mlx" in r.pattern]
+    linux = plans["executorch-linux-x86_64-gpu-static"]
+    assert linux.contract.cmake_targets == ("vulkan_backend",)
+
+
+def test_stage_fixup_contract_smoke(plans: dict[str, Plan]) -> None:
+    for plan in built(plans):
+        if plan.leg.platform == "ios":
+            continue
+        assert [(r.pattern, r.dest) for r in plan.collect][:2] == [("{install}/include/**", "include"),
+                                                                   ("{install}/lib/**", "lib")]
+        assert [c.argv for c in plan.fixups] == [(
+            "{python}", "-m", "backends.fixups", "cmake-relocate", "{stage}/lib/cmake/ExecuTorch",
+            "--lib-dir", "{stage}/lib", "--build-root", "{build}")]
+        contract = plan.contract
+        assert "lib/cmake/ExecuTorch/executorch-config.cmake" in contract.required
+        assert contract.relocatable
+        lib = "lib/executorch.lib" if plan.leg.os == "windows" else "lib/libexecutorch.a"
+        assert lib in contract.required
+        if plan.leg.can_run:
+            assert plan.smoke is not None and plan.smoke.project == "smoke/executorch"
+            assert plan.smoke.model == "add.pte"
+
+
+def test_windows_patches_only_on_windows(plans: dict[str, Plan]) -> None:
+    for plan in built(plans):
+        names = {p.name for p in plan.patches}
+        expected = {"win_flatc_exe_byproduct", "win_wd4996", "win_static_constexpr_names"}
+        assert names == (expected if plan.leg.os == "windows" else set()), plan.leg.id
+
+
+def test_notes_document_the_source_leaf_and_jobs_token(plans: dict[str, Plan]) -> None:
+    for plan in built(plans):
+        text = " ".join(plan.notes)
+        assert "6475" in text and "{jobs:ram_gb/3}" in text
