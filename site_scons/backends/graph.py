@@ -573,7 +573,7 @@ def _do_smoke(target: Path, leg_id: str) -> None:
     if plan.smoke is None:
         result = smoke_step.not_run("no consumer program for this package form" if leg.can_run
                                     else graph.host.why_not_run(leg), leg_id)
-    elif mode not in ("native", "rosetta"):
+    elif mode not in ("native", "rosetta", "simulator"):
         result = smoke_step.not_run(graph.host.why_not_run(leg), leg_id)
     else:
         result = smoke_step.smoke(Path(nodes.archive.abspath), plan.smoke, graph.root,

@@ -33,6 +33,8 @@ class Host:
             return ""
         if leg.os == self.os and leg.arch in (self.arch, "universal"):
             return "native"
+        if leg.os == "ios" and self.os == "macos":
+            return "simulator"  # the smoke project boots one through simctl
         if leg.os == "macos" == self.os and leg.arch == "x86_64":
             return "rosetta"
         if leg.os == "linux" == self.os and leg.arch == "aarch64" and shutil.which("qemu-aarch64"):
