@@ -6,6 +6,7 @@ Spec: upstream-spec §2.4 (flags and why), §6.2 rows 12-14 and the iOS row (var
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from backends.model.engine import Engine
@@ -351,7 +352,48 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     )
 
 
+# --- shared runtime repackaged from the published wheel ------------------------------------
+
+# Libraries of the wheel per accelerator; delegates a flavor does not ship are dropped, and
+# with them their exported targets (the wheel's config defines a component only when its
+# library exists). QNN and OpenVINO need vendor SDKs at run time: out of scope (spec §6.1).
+WHEEL_DELEGATES = {
+    "coreml": ("lib/libexecutorch_backend_coreml.*",),
+    "mlx": ("lib/libexecutorch_backend_mlx.*", "lib/mlx.metallib"),
+}
+WHEEL_ALWAYS_DROPPED = ("lib/libexecutorch_backend_qnn.*", "lib/libexecutorch_backend_openvino.*",
+                        "lib/libexecutorch_backend_cuda.*")
+
+
+def _wheel_library(leg: Leg, name: str) -> str:
+    return f"lib/lib{name}.dylib" if leg.os == "macos" else f"lib/lib{name}.so"
+
+
+def _wheel_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    download = replace(kit.url_source(engine, "wheel", leg.params), roots=("executorch",))
+    foreign = tuple(p for acc, patterns in WHEEL_DELEGATES.items() if acc not in leg.accelerator for p in patterns)
+    shipped = tuple(p for acc in leg.accelerator for p in WHEEL_DELEGATES.get(acc, ()))
+    return Plan(
+        leg=leg, version=engine.version, archive=archive, downloads=(download,),
+        collect=tuple(CopyRule(f"{{extract:wheel}}/{d}/**", d) for d in ("include", "lib", "share")),
+        exclude=WHEEL_ALWAYS_DROPPED + foreign,
+        contract=Contract(
+            required=("include/executorch/runtime/executor/program.h", "share/cmake/executorch-config.cmake",
+                      _wheel_library(leg, "executorch"), _wheel_library(leg, "executorch_backend_xnnpack"),
+                      *shipped),
+            forbidden=WHEEL_ALWAYS_DROPPED + foreign,
+            macho_archs=(leg.arch,) if leg.os == "macos" else (),
+        ),
+        smoke=Smoke("smoke/executorch", model="add.pte"),
+        notes=("repackaged from the published wheel: shared libraries (XNNPACK, optimized and quantized kernels, "
+               "threadpool, etdump) with find_package(executorch) through share/cmake; see "
+               "docs/executorch-wheel-legs.md for what differs from the static legs",),
+    )
+
+
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     if leg.platform == "ios":
         return _ios_plan(leg, engine, archive)
+    if leg.source == "prebuilt":
+        return _wheel_plan(leg, engine, archive)
     return _desktop_plan(leg, engine, archive)

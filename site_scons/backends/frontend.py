@@ -25,6 +25,7 @@ class Settings:
     lock: bool
     verbose: bool
     format: str
+    inputs: str
     heavy_jobs: int
     version: str
     origins: Mapping[str, str]
@@ -59,8 +60,8 @@ def _check_enum_options(arguments: Mapping[str, str]) -> None:
                 parse_bool(option.name, value)
             except ValueError as error:
                 raise SelectionError(str(error)) from None
-        elif option.name in ("format",) and value not in option.allowed:
-            raise SelectionError(f"unknown format {value!r}; valid: {', '.join(option.allowed)}")
+        elif option.name in ("format", "inputs") and value not in option.allowed:
+            raise SelectionError(f"unknown {option.name} {value!r}; valid: {', '.join(option.allowed)}")
 
 
 def parse_origins(text: str) -> dict[str, str]:
@@ -90,6 +91,7 @@ def _settings(arguments: Mapping[str, str], root: Path) -> Settings:
         lock=parse_bool("lock", value("lock")),
         verbose=parse_bool("verbose", value("verbose")),
         format=value("format"),
+        inputs=value("inputs"),
         heavy_jobs=int(heavy),
         version=value("version"),
         origins=parse_origins(value("origin")),
@@ -148,5 +150,8 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
     _check_version_override(legs, settings.version)
     if mode == "build":
         check_buildable(legs, host, environ)
+        if settings.inputs == "build":
+            inputs = [matrix.leg(i) for leg in legs for i in leg.inputs]
+            check_buildable([leg for leg in inputs if host.can_build(leg)], host, environ)
     plans = plan_all(matrix, legs, settings.version or None)
     return Invocation(mode=mode, plans=tuple(plans), settings=settings, extra_targets=extra)

@@ -22,14 +22,14 @@ from typing import Any, Callable, Mapping
 import SCons.Script as scons
 from SCons.Errors import BuildError
 
-from . import toolchain
+from . import sign, toolchain
 from .frontend import Invocation, Settings
 from .host import Host
 from .model.engine import Engine
 from .model.leg import Leg
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
-from .model.recipes import plan_leg
+from .model.recipes import leg_engine, plan_leg
 from .pins import record_pin
 from .steps import archive as archive_step
 from .steps import fetch as fetch_step
@@ -80,6 +80,10 @@ def _tool_versions(*names: str) -> dict[str, str]:
     return versions
 
 
+class GraphError(ValueError):
+    """A leg that cannot be declared on this host as asked (e.g. a missing aggregate input)."""
+
+
 @dataclasses.dataclass
 class LegNodes:
     plan: Plan
@@ -117,8 +121,7 @@ class Graph:
         return nodes
 
     def _engine(self, leg: Leg) -> Engine:
-        engine = self.matrix.engines[leg.engine]
-        return engine.with_version(self.settings.version) if self.settings.version else engine
+        return leg_engine(self.matrix, leg, self.settings.version or None)
 
     def _leg_dirs(self, leg: Leg, plan: Plan, src: Path, extracts: dict[str, Path],
                   downloads: dict[str, Path], sources: dict[str, Path]) -> LegDirs:
@@ -234,12 +237,16 @@ class Graph:
             self.env.Clean(build, [str(dirs.build), str(dirs.install)])
             previous = [build]
         stage_payload = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
-                         "fixups": plan.fixups}
+                         "fixups": plan.fixups, "sign": self._signs(leg)}
         stage = self._command(str(steps_dir / "stage.json"), [*previous, self._value("stage", stage_payload)],
                               "stage", leg.id, leg.id)
         self.env.Clean(stage, str(dirs.stage))
         self._finish(nodes, stage)
         return nodes
+
+    def _signs(self, leg: Leg) -> bool:
+        """Signed and unsigned stages differ: a yes/no in the signature, never the identity."""
+        return sign.applies_to(leg) and sign.will_sign(self.environ)
 
     def _build_tools(self) -> dict[str, str]:
         return _tool_versions("cmake", "ninja", "cc", "c++")
@@ -254,14 +261,18 @@ class Graph:
         input_archives = []
         for input_id in leg.inputs:
             input_leg = self.matrix.leg(input_id)
-            if self.host.can_build(input_leg):
+            if self.settings.inputs == "build" and self.host.can_build(input_leg):
                 input_archives.append(self.add_leg(input_leg).archive)
-            else:
-                input_archives.append(self.env.File(str(self.dist / plan_leg(input_leg, self._engine(input_leg),
-                                                                              self.matrix).archive)))
+                continue
+            archive = self.dist / plan_leg(input_leg, self._engine(input_leg), self.matrix).archive
+            if not archive.is_file():
+                raise GraphError(f"{leg.id} needs {archive.relative_to(self.root)}: build {input_id} on "
+                                 f"{input_leg.runner} (or download its CI artifact) into dist/")
+            input_archives.append(self.env.File(str(archive)))
         merge = self._command(str(base / "steps" / "merge.json"),
                               [*input_archives, self._value("merge", {"aggregate": leg.aggregate,
-                                                                      "inputs": leg.inputs})],
+                                                                      "inputs": leg.inputs,
+                                                                      "sign": self._signs(leg)})],
                               "merge", leg.id, f"{leg.aggregate} of {', '.join(leg.inputs)}")
         self.env.Clean(merge, str(dirs.stage))
         self._finish(nodes, merge)
@@ -505,7 +516,8 @@ def _do_merge(target: Path, leg_id: str) -> None:
     leg, dirs = nodes.plan.leg, nodes.dirs
     unpacked = []
     for input_id in leg.inputs:
-        input_plan = plan_leg(graph.matrix.leg(input_id), nodes.engine, graph.matrix)
+        input_leg = graph.matrix.leg(input_id)
+        input_plan = plan_leg(input_leg, graph._engine(input_leg), graph.matrix)
         where = dirs.src / input_id
         extract(graph.dist / input_plan.archive, where)
         unpacked.append(where)

@@ -36,6 +36,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("offline", "never touch the network: cache and directory mirrors only", "0", boolean=True),
     Option("lock", "accept downloads without a sha256 pin and record them into engine.toml", "0", boolean=True),
     Option("format", "archive format", "zip", ("zip", "tar.gz", "7z")),
+    Option("inputs", "where aggregates (universal, Android bundle) take their input archives: build the ones "
+           "this host can build, or use those already in dist/ (CI's aggregate jobs download them)", "build",
+           ("build", "dist")),
     Option("heavy_jobs", "upstream builds allowed to run at once, whatever -j says", "1"),
     Option("verbose", "print full command lines and stream upstream build output", "0", boolean=True),
     Option("plan", "print each selected leg's steps and exact commands instead of building", "0", boolean=True),

@@ -45,8 +45,9 @@ DEFAULT_ALLOW: tuple[str, ...] = (
     "ANDROID_NDK_HOME", "ANDROID_SDK_ROOT", "EMSDK",
     # CUDA
     "CUDA_HOME", "CUDA_PATH",
-    # compiler caches
-    "CCACHE_DIR", "SCCACHE_DIR", "SCCACHE_GHA_ENABLED",
+    # compiler caches, reaching inside the upstream CMake builds (DESIGN §5.6)
+    "CCACHE_DIR", "SCCACHE_DIR", "SCCACHE_GHA_ENABLED", "ACTIONS_CACHE_URL", "ACTIONS_RUNTIME_TOKEN",
+    "CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER",
     "PYTHON",
 )
 

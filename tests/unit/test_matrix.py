@@ -19,15 +19,20 @@ def _build_legs(matrix):
     return [l for l in matrix.legs if not l.aggregate]
 
 
+NEW_WHEEL_LEGS = {"executorch-linux-x86_64-shared", "executorch-linux-aarch64-shared", "executorch-macos-arm64-shared",
+                  "executorch-macos-arm64-gpu-shared"}
+
+
 def test_upstream_presets_are_all_present(matrix):
-    cpu = [l for l in _build_legs(matrix) if l.flavor == "cpu" and l.platform != "ios"]
+    cpu = [l for l in _build_legs(matrix) if l.flavor == "cpu" and l.platform != "ios" and l.id not in NEW_WHEEL_LEGS]
     assert Counter(l.engine for l in cpu) == {"tflite": 18, "onnxruntime": 18, "libtorch": 6, "executorch": 8,
                                                "litert": 18}
     assert len(cpu) == 68
 
 
 def test_gpu_variant_legs(matrix):
-    variants = [l for l in _build_legs(matrix) if l.flavor != "cpu" and l.platform != "ios"]
+    variants = [l for l in _build_legs(matrix) if l.flavor != "cpu" and l.platform != "ios"
+                and l.id not in NEW_WHEEL_LEGS]
     assert sorted(l.id for l in variants) == sorted([
         "onnxruntime-macos-x86_64-gpu-static", "onnxruntime-macos-x86_64-gpu-shared",
         "onnxruntime-macos-arm64-gpu-static", "onnxruntime-macos-arm64-gpu-shared",
@@ -62,8 +67,18 @@ def test_aggregates(matrix):
 
 def test_published_archive_counts_match_upstream(matrix):
     """spec §1.7, except LiteRT's per-ABI Android static archives, which no longer leak (§8.4)."""
-    published = Counter(l.engine for l in matrix.legs if l.publish and l.flavor == "cpu")
+    published = Counter(l.engine for l in matrix.legs if l.publish and l.flavor == "cpu" and l.id not in NEW_WHEEL_LEGS)
     assert published == {"tflite": 19, "onnxruntime": 20, "libtorch": 7, "executorch": 9, "litert": 19}
+
+
+def test_executorch_wheel_legs(matrix):
+    """The new shared legs repackage the published wheels, which carry a C++ runtime since 1.5."""
+    legs = {l.id: l for l in matrix.legs if l.id in NEW_WHEEL_LEGS}
+    assert len(legs) == 4
+    assert all(l.source == "prebuilt" and l.kind == "shared" and l.version == "1.5.1" for l in legs.values())
+    assert legs["executorch-macos-arm64-gpu-shared"].accelerator == ("coreml", "mlx")
+    assert archive_name(legs["executorch-linux-x86_64-shared"], matrix.engines["executorch"].with_version("1.5.1")) \
+        == "executorch-1.5.1-Linux-x86_64-shared.zip"
 
 
 @pytest.mark.parametrize("leg_id, runner, can_run, toolchain, source", [
@@ -124,4 +139,4 @@ def test_archive_names_match_upstream(matrix, leg_id, archive):
 
 def test_every_leg_id_round_trips(matrix):
     ids = [l.id for l in matrix.legs]
-    assert len(ids) == len(set(ids)) == 107
+    assert len(ids) == len(set(ids)) == 111

@@ -36,7 +36,7 @@ DELEGATE_TARGETS = ("coremldelegate", "mpsdelegate", "mlx", "vulkan_backend")
 @pytest.fixture(scope="module")
 def plans() -> dict[str, Plan]:
     matrix = load_matrix(ROOT)
-    legs = [leg for leg in matrix.legs if leg.engine == ENGINE]
+    legs = [leg for leg in matrix.legs if leg.engine == ENGINE and leg.source != "prebuilt"]
     return {plan.leg.id: plan for plan in plan_all(matrix, legs)}
 
 

@@ -30,6 +30,9 @@ class Leg:
     inputs: tuple[str, ...] = ()
     requires: Mapping[str, str] = field(default_factory=_frozen)
     params: Mapping[str, str] = field(default_factory=_frozen)
+    # Set only where a leg's upstream source exists at another version than the engine's
+    # pin (ExecuTorch's wheels carry a C++ runtime only since 1.5); names follow it.
+    version: str = ""
 
     @property
     def os(self) -> str:

@@ -25,7 +25,7 @@ from .vocab import (
 
 ROW_FIELDS = {
     "platform", "kind", "config", "flavor", "source", "runner", "can_run", "toolchain",
-    "accelerator", "experimental", "publish", "aggregate", "requires", "params",
+    "accelerator", "experimental", "publish", "aggregate", "requires", "params", "version",
 }
 
 # The per-arch platforms an aggregate fuses, in slice order.
@@ -113,6 +113,7 @@ def _expand_row(engine: str, row: Mapping[str, object], defaults: Mapping[str, o
             inputs=_aggregate_inputs(engine, aggregate, flavor, kind, config) if aggregate else (),
             requires=MappingProxyType({str(k): str(v) for k, v in dict(merged.get("requires", {})).items()}),
             params=MappingProxyType({str(k): str(v) for k, v in dict(merged.get("params", {})).items()}),
+            version=str(merged.get("version", "")),
         ))
     return legs
 

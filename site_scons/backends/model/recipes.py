@@ -72,11 +72,13 @@ def _with_variant_defines(smoke: Smoke, leg: Leg) -> Smoke:
     return replace(smoke, defines=defines)
 
 
+def leg_engine(matrix: Matrix, leg: Leg, override: str | None = None) -> Engine:
+    """The engine data a leg builds with: the command-line version, else the leg's, else the pin."""
+    engine = matrix.engines[leg.engine]
+    version = override or leg.version
+    return engine.with_version(version) if version else engine
+
+
 def plan_all(matrix: Matrix, legs: list[Leg] | None = None, version: str | None = None) -> list[Plan]:
-    plans = []
-    for leg in legs if legs is not None else matrix.legs:
-        engine = matrix.engines[leg.engine]
-        if version:
-            engine = engine.with_version(version)
-        plans.append(plan_leg(leg, engine, matrix))
-    return plans
+    return [plan_leg(leg, leg_engine(matrix, leg, version), matrix)
+            for leg in (legs if legs is not None else matrix.legs)]

@@ -13,6 +13,7 @@ Ninja's link closure), never from globbing the build tree.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -392,3 +393,189 @@ def nm_symbol_table(path: Path) -> tuple[set[str], set[str]]:
         elif kind not in ("w", "v"):  # weak undefined: allowed to stay unresolved
             defined.add(name)
     return undefined, defined
+
+
+# --- command line ----------------------------------------------------------------------
+#
+#   python -m backends.steps.bundle --from-tree DIR [--exclude REGEX] --out FILE
+#   python -m backends.steps.bundle --from-list FILE --out FILE
+#   python -m backends.steps.bundle --check-self-contained ARCHIVE --prefixes P1|P2|...
+#
+# --from-tree is upstream's bundle-static.sh strategy (every archive under the build tree,
+# spec §3) for the recipes that plan it; --from-list merges a list the build wrote (the
+# Bazel closure, backends.steps.bazel_closure).
+
+DEFAULT_TREE_EXCLUDE = r"(/testdata/|-src/)"
+_MAX_SYMBOLS_SHOWN = 200
+
+
+def tree_archives(root: Path, suffix: str, exclude_regex: str,
+                  skip: Path | None = None) -> list[Path]:
+    """Every `*<suffix>` static archive under `root`, sorted, minus `exclude_regex`.
+
+    The regex is matched against the path below `root` with a leading "/" (so
+    `/testdata/` matches a top-level testdata dir): where the tree itself lives, e.g.
+    a checkout under `.../anira-src/`, must not exclude everything. `skip` (the output
+    of a previous run) is never an input."""
+    root = Path(os.path.abspath(root))
+    skipped = Path(os.path.abspath(skip)) if skip is not None else None
+    found = sorted(path for path in root.rglob(f"*{suffix}")
+                   if path.is_file() and is_static_library(path) and path != skipped)
+    relative = {Path("/" + path.relative_to(root).as_posix()): path for path in found}
+    return [relative[kept] for kept in filter_libs(list(relative), exclude_regex)]
+
+
+def listed_archives(list_file: Path) -> list[Path]:
+    """The archives a list file names, one absolute path a line (blank lines ignored),
+    duplicates dropped."""
+    try:
+        lines = list_file.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise BundleError(f"cannot read the archive list {list_file}: {error}") from None
+    paths = [Path(line.strip()) for line in lines if line.strip()]
+    relative = [str(path) for path in paths if not path.is_absolute()]
+    if relative:
+        raise BundleError(f"{list_file}: archive paths must be absolute; relative: "
+                          f"{', '.join(relative)}")
+    if not paths:
+        raise BundleError(f"{list_file} lists no archives; did the step that writes it "
+                          "(e.g. `bazel_closure collect`) succeed?")
+    return _unique(paths)
+
+
+def common_format(archives: Sequence[Path]) -> str:
+    """The one object format ("elf", "macho", "coff") of `archives`; archives without a
+    recognisable object member do not vote. Mixed formats are an error: a host tool's
+    archive in a cross build's tree, to exclude."""
+    missing = [str(path) for path in archives if not path.is_file()]
+    if missing:
+        raise BundleError(f"missing archives: {', '.join(missing)}")
+    by_format: dict[str, list[Path]] = {}
+    for path in archives:
+        fmt = object_format(path)
+        if fmt in ("elf", "macho", "coff"):
+            by_format.setdefault(fmt, []).append(path)
+    if not by_format:
+        raise BundleError(
+            f"cannot tell the object format of {len(archives)} archives (no ELF, Mach-O or "
+            f"COFF member; thin or bitcode archives?): {', '.join(map(str, archives[:5]))}")
+    if len(by_format) > 1:
+        detail = "; ".join(f"{fmt}: {len(paths)} (e.g. {paths[0]})"
+                           for fmt, paths in sorted(by_format.items()))
+        raise BundleError(f"archives of mixed object formats ({detail}); exclude the foreign "
+                          "ones (host tools) with --exclude")
+    return next(iter(by_format))
+
+
+def merge_archives(archives: Sequence[Path], out: Path) -> None:
+    fmt = common_format(archives)
+    print(f"bundle: merging {len(archives)} {fmt} archives into {out}:", flush=True)
+    for path in archives:
+        print(f"  {path}", flush=True)
+    merge_static(archives, out, fmt)
+    print(f"bundle: wrote {out}", flush=True)
+
+
+def demangle(names: Sequence[str]) -> list[str]:
+    """`names` through c++filt / llvm-cxxfilt when one is installed, else unchanged."""
+    tool = shutil.which("c++filt") or toolchain.find_tool("llvm-cxxfilt")
+    if tool is None or not names:
+        return list(names)
+    completed = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True,
+                               text=True, check=False)
+    demangled = completed.stdout.splitlines()
+    if completed.returncode != 0 or len(demangled) != len(names):
+        return list(names)
+    return demangled
+
+
+def split_prefixes(text: str) -> list[str]:
+    """`P1|P2` (as upstream's grep) or `P1,P2` (as the LiteRT recipe writes them)."""
+    return [prefix.strip() for prefix in re.split(r"[|,]", text) if prefix.strip()]
+
+
+def check_self_contained(archive: Path, prefixes: Sequence[str]) -> int:
+    """The number of defined external symbols of `archive`; a `BundleError` listing the
+    internal symbols it references but defines nowhere."""
+    if not archive.is_file():
+        raise BundleError(f"{archive}: no such archive (did the merge step run?)")
+    dangling = undefined_internal_symbols(archive, prefixes)
+    if dangling:
+        shown = dangling[:_MAX_SYMBOLS_SHOWN]
+        lines = [f"  {pretty}" + (f"  [{name}]" if pretty != name else "")
+                 for name, pretty in zip(shown, demangle(shown))]
+        if len(dangling) > len(shown):
+            lines.append(f"  ... and {len(dangling) - len(shown)} more")
+        raise BundleError(
+            f"{archive}: merged archive has internal undefined symbols with no in-archive "
+            f"definition (unlinkable): {len(dangling)} with prefixes {'|'.join(prefixes)}:\n"
+            + "\n".join(lines)
+            + "\nthe merge is missing the libraries that define them: check the archive list "
+              "(closure query kinds, exclusions) against the build")
+    _, defined = nm_symbol_table(archive)
+    return len(defined)
+
+
+def _argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m backends.steps.bundle",
+        description="Merge static archives into one, or check a merged archive is self-contained.")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--from-tree", type=Path, metavar="DIR",
+                      help="merge every *.a (*.lib when --out ends in .lib) under DIR")
+    mode.add_argument("--from-list", type=Path, metavar="FILE",
+                      help="merge the archives FILE lists, one absolute path a line")
+    mode.add_argument("--check-self-contained", type=Path, metavar="ARCHIVE",
+                      help="fail if ARCHIVE references internal symbols it does not define")
+    parser.add_argument("--exclude", metavar="REGEX", default=None,
+                        help=f"with --from-tree: skip paths (below DIR) matching REGEX "
+                             f"(default {DEFAULT_TREE_EXCLUDE}; an empty REGEX keeps all)")
+    parser.add_argument("--out", type=Path, metavar="FILE", help="the merged archive")
+    parser.add_argument("--prefixes", metavar="P1|P2|...",
+                        help="with --check-self-contained: the internal symbol prefixes")
+    return parser
+
+
+def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    merging = args.from_tree is not None or args.from_list is not None
+    if merging and args.out is None:
+        parser.error("--from-tree and --from-list need --out")
+    if args.exclude is not None and args.from_tree is None:
+        parser.error("--exclude only applies to --from-tree")
+    if args.check_self_contained is not None and not split_prefixes(args.prefixes or ""):
+        parser.error("--check-self-contained needs --prefixes (e.g. _ZN6tflite|_ZN4absl)")
+
+
+def _run(args: argparse.Namespace) -> None:
+    if args.check_self_contained is not None:
+        archive: Path = args.check_self_contained
+        count = check_self_contained(archive, split_prefixes(args.prefixes))
+        print(f"{archive}: self-contained ({count} defined symbols)")
+        return
+    out: Path = args.out
+    if args.from_tree is not None:
+        suffix = ".lib" if out.name.lower().endswith(".lib") else ".a"
+        exclude = DEFAULT_TREE_EXCLUDE if args.exclude is None else args.exclude
+        archives = tree_archives(args.from_tree, suffix, exclude, skip=out)
+        if not archives:
+            raise BundleError(f"no *{suffix} archives found under {args.from_tree}"
+                              + (f" (after excluding {exclude})" if exclude else ""))
+    else:
+        archives = listed_archives(args.from_list)
+    merge_archives(archives, out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _argument_parser()
+    args = parser.parse_args(argv)
+    _validate(parser, args)
+    try:
+        _run(args)
+    except (BundleError, toolchain.ToolMissing, re.error) as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""CI helpers the workflows call, so their decisions live in tested Python, not YAML.
+
+    python -m backends.ci changed-engines --base REF --head REF
+        the `engine=` value a pull request builds: a comma list, `all`, or `none`
+    python -m backends.ci plan-outputs [--matrix FILE]
+        split `scons -Q ci-matrix` JSON into the job outputs of the plan job
+    python -m backends.ci setup --leg ID
+        what a leg's runner must install, derived from the leg's plan
+
+Outputs go to `$GITHUB_OUTPUT` when it is set, else to stdout (`key=value` lines).
+Run with `PYTHONPATH=site_scons` from the project root.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Iterable, Mapping, Sequence
+
+from .model.matrix import Matrix, engine_names, load_matrix
+from .model.plan import Command, Plan
+from .model.recipes import plan_all
+from .sign import applies_to as signs
+
+# A change under any of these can alter every leg: build everything.
+SHARED_PREFIXES: tuple[str, ...] = ("site_scons/", ".github/", "tools/")
+SHARED_FILES: tuple[str, ...] = ("SConstruct", "requirements.txt")
+# Per-engine trees: `<dir>/<engine>/...`; `variants/<engine>.toml` is handled apart.
+ENGINE_DIRS: tuple[str, ...] = ("engines", "smoke")
+
+# GitHub-hosted runner labels (docs: "GitHub-hosted runners", standard and arm64 images).
+GITHUB_HOSTED_LABELS: frozenset[str] = frozenset({
+    "ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04", "ubuntu-24.04-arm", "ubuntu-22.04-arm",
+    "macos-latest", "macos-26", "macos-15", "macos-14", "macos-15-intel", "macos-13",
+    "windows-latest", "windows-2025", "windows-2022", "windows-11-arm",
+})
+
+ALL = "all"
+NONE = "none"
+
+
+class CiError(RuntimeError):
+    """A CI decision that cannot be made; the message says why and what to do."""
+
+
+# -- changed-engines ------------------------------------------------------------------------
+
+def engines_for_paths(paths: Iterable[str], engines: Sequence[str]) -> str:
+    """The `engine=` filter for a set of changed paths: `all`, `none`, or a comma list
+    in the matrix's engine order."""
+    touched: set[str] = set()
+    for raw in paths:
+        path = PurePosixPath(raw)
+        parts = path.parts
+        if not parts:
+            continue
+        if raw in SHARED_FILES or any(raw.startswith(prefix) for prefix in SHARED_PREFIXES):
+            return ALL
+        if parts[0] == "variants" and len(parts) == 2 and path.suffix == ".toml":
+            if path.stem not in engines:
+                return ALL  # a new engine's data: its legs are not known to the base
+            touched.add(path.stem)
+        elif parts[0] in ENGINE_DIRS and len(parts) >= 2:
+            # A file beside the engine dirs (engines/README.md, smoke/common/) is shared.
+            if len(parts) == 2 or parts[1] not in engines:
+                return ALL
+            touched.add(parts[1])
+    if not touched:
+        return NONE
+    if touched >= set(engines):
+        return ALL
+    return ",".join(engine for engine in engines if engine in touched)
+
+
+def changed_paths(base: str, head: str, cwd: Path) -> list[str]:
+    """Paths changed on `head` since it forked from `base` (what a pull request shows);
+    a rename lists both its old and new path."""
+    argv = ["git", "diff", "--name-only", "--no-renames", f"{base}...{head}"]
+    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise CiError(f"`{' '.join(argv)}` failed: {result.stderr.strip()}; the checkout needs both commits and "
+                      "their merge base (actions/checkout with fetch-depth: 0)")
+    return [line for line in result.stdout.splitlines() if line]
+
+
+def changed_engines(base: str, head: str, root: Path) -> str:
+    return engines_for_paths(changed_paths(base, head, root), engine_names(root))
+
+
+# -- plan-outputs ---------------------------------------------------------------------------
+
+def matrix_entries(payload: object) -> list[dict[str, object]]:
+    """The entries of `scons ci-matrix` output ({"include": [...]}, or a bare list)."""
+    entries = payload.get("include") if isinstance(payload, dict) else payload
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise CiError('expected the JSON of `scons -Q ci-matrix`: {"include": [{...}, ...]}')
+    return entries
+
+
+def check_entries(entries: Sequence[Mapping[str, object]]) -> None:
+    """Every runner is a GitHub-hosted label; every aggregate's inputs are in the selection."""
+    ids = {str(entry["id"]) for entry in entries}
+    for entry in entries:
+        if entry["runner"] not in GITHUB_HOSTED_LABELS:
+            raise CiError(f"{entry['id']}: runner {entry['runner']!r} is not a GitHub-hosted label "
+                          f"({', '.join(sorted(GITHUB_HOSTED_LABELS))})")
+        missing = [need for need in entry.get("needs", []) if need not in ids]
+        if missing:
+            raise CiError(f"aggregate {entry['id']} needs {', '.join(missing)}, which the selection leaves out; "
+                          "widen the filters (e.g. drop platform=) so its inputs are built too")
+
+
+def plan_outputs(entries: Sequence[Mapping[str, object]]) -> dict[str, str]:
+    """Job outputs: the whole selection, the per-leg matrix, and the aggregate matrix
+    whose entries also carry `inputs` (their input archives, the artifact names)."""
+    check_entries(entries)
+    archives = {str(entry["id"]): str(entry["archive"]) for entry in entries}
+    legs = [dict(entry) for entry in entries if not entry.get("needs")]
+    aggregates = [{**entry, "inputs": [archives[str(need)] for need in entry["needs"]]}  # type: ignore[union-attr]
+                  for entry in entries if entry.get("needs")]
+    return {
+        "matrix": _compact({"include": list(entries)}),
+        "legs": _compact({"include": legs}),
+        "aggregates": _compact({"include": aggregates}),
+        "has_legs": _flag(bool(legs)),
+        "has_aggregates": _flag(bool(aggregates)),
+        "count": str(len(entries)),
+    }
+
+
+def _compact(payload: object) -> str:
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+# -- setup ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Setup:
+    """What a leg's runner needs before `scons <leg>`; every field is a job-output string."""
+
+    ndk: bool
+    msvc_arch: str
+    emsdk: str  # the emsdk version to install, "" when none (or the recipe brings its own)
+    bazelisk: bool
+    apt: tuple[str, ...]
+    launcher: str  # ccache | sccache | "" (none)
+    python_build_deps: bool
+    sign: bool
+
+    def outputs(self) -> dict[str, str]:
+        return {
+            "ndk": _flag(self.ndk),
+            "msvc_arch": self.msvc_arch,
+            "emsdk": self.emsdk,
+            "bazelisk": _flag(self.bazelisk),
+            "apt": " ".join(self.apt),
+            "launcher": self.launcher,
+            "python_build_deps": _flag(self.python_build_deps),
+            "sign": _flag(self.sign),
+        }
+
+
+def _commands(plan: Plan) -> tuple[Command, ...]:
+    return (*plan.build, *plan.fixups)
+
+
+def _uses_program(commands: Iterable[Command], *names: str) -> bool:
+    return any(command.argv and Path(command.argv[0]).name in names for command in commands)
+
+
+def _apt_packages(plan: Plan) -> tuple[str, ...]:
+    """Debian packages the leg's fixups need: `copy-system-libs --ldconfig <lib>` copies
+    the system's <lib> (package <lib>-dev), `set-rpath` runs patchelf."""
+    packages: list[str] = []
+    for command in plan.fixups:
+        argv = list(command.argv)
+        if "copy-system-libs" in argv and "--ldconfig" in argv:
+            packages.append(argv[argv.index("--ldconfig") + 1] + "-dev")
+        if "set-rpath" in argv:
+            packages.append("patchelf")
+    return tuple(dict.fromkeys(packages))
+
+
+def _launcher(plan: Plan) -> str:
+    """A compiler cache for CMake-driven builds: ccache, or sccache on Windows; none for
+    MSVC Debug (its /Zi PDBs defeat sccache), emcc, Bazel, or legs that compile nothing."""
+    leg = plan.leg
+    if not plan.build or leg.toolchain == "emscripten" or _uses_program(plan.build, "bazel", "bazelisk"):
+        return ""
+    if leg.os == "windows":
+        return "" if leg.config == "debug" else "sccache"
+    return "ccache"
+
+
+def _emsdk(plan: Plan, pins: Mapping[str, str]) -> str:
+    """The emsdk to install for an emscripten leg, unless its build fetches its own
+    (ORT's build.py activates the emsdk submodule it pins)."""
+    if plan.leg.toolchain != "emscripten":
+        return ""
+    if any("emsdk" in arg for command in plan.build for arg in command.argv):
+        return ""
+    return pins.get("emsdk", "latest")
+
+
+def leg_setup(plan: Plan, pins: Mapping[str, str]) -> Setup:
+    leg = plan.leg
+    return Setup(
+        ndk=leg.toolchain == "android",
+        msvc_arch=leg.msvc_arch,
+        emsdk=_emsdk(plan, pins),
+        bazelisk=_uses_program(_commands(plan), "bazel", "bazelisk"),
+        apt=_apt_packages(plan) if leg.os in ("linux", "android") else (),
+        launcher=_launcher(plan),
+        python_build_deps=bool(plan.build),
+        sign=signs(leg),
+    )
+
+
+def setup_for(leg_id: str, matrix: Matrix) -> Setup:
+    try:
+        leg = matrix.leg(leg_id)
+    except KeyError:
+        raise CiError(f"unknown leg {leg_id!r}; `scons -Q list` shows every leg id") from None
+    return leg_setup(plan_all(matrix, [leg])[0], matrix.engines[leg.engine].pins)
+
+
+# -- output ---------------------------------------------------------------------------------
+
+def write_outputs(outputs: Mapping[str, str], environ: Mapping[str, str] | None = None) -> None:
+    """Append `key=value` lines to $GITHUB_OUTPUT (values are single-line JSON or words)."""
+    environ = os.environ if environ is None else environ
+    lines = "".join(f"{key}={value}\n" for key, value in outputs.items())
+    target = environ.get("GITHUB_OUTPUT")
+    if target:
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(lines)
+    else:
+        sys.stdout.write(lines)
+
+
+def _read_matrix(path: str) -> object:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CiError(f"{path}: not JSON ({error}); pass the output of `scons -Q ci-matrix`") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m backends.ci", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root (default: .)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    changed = sub.add_parser("changed-engines", help="the engine= filter for the changes between two commits")
+    changed.add_argument("--base", required=True)
+    changed.add_argument("--head", required=True)
+    outputs = sub.add_parser("plan-outputs", help="job outputs from `scons -Q ci-matrix` JSON")
+    outputs.add_argument("--matrix", default="-", help="file with the JSON, - for stdin (default)")
+    setup = sub.add_parser("setup", help="what a leg's runner must install")
+    setup.add_argument("--leg", required=True)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "changed-engines":
+            print(changed_engines(args.base, args.head, args.root))
+        elif args.command == "plan-outputs":
+            write_outputs(plan_outputs(matrix_entries(_read_matrix(args.matrix))))
+        else:
+            write_outputs(setup_for(args.leg, load_matrix(args.root)).outputs())
+    except CiError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""Atomic GitHub release of the archives in a dist directory (fixes spec §8.5).
+
+    python -m backends.release --repo owner/name --tag vX.Y.Z --dist DIR --matrix FILE.json
+                               [--api URL] [--token-env GITHUB_TOKEN]
+
+The matrix is `scons -Q ci-matrix` JSON for the release's selection; every entry with
+`publish: true` is a required leg. The command finds the tag's draft release (or creates
+one), uploads each present archive with its `.json` manifest and a `SHA256SUMS` covering
+every uploaded archive, and publishes the draft only when every required leg is present.
+Otherwise the draft stays, the missing legs are named and the exit status is 1.
+
+Re-running is safe: an asset whose size and sha256 match is skipped, a different one is
+deleted and uploaded again, so a release never holds duplicates or stale bytes.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
+
+import requests
+
+DEFAULT_API = "https://api.github.com"
+SUMS_NAME = "SHA256SUMS"
+PER_PAGE = 100
+RETRY_STATUSES = (500, 502, 503, 504)
+ATTEMPTS = 3
+TIMEOUT = (30, 600)  # connect, read: uploads of large archives take minutes
+
+
+class ReleaseError(RuntimeError):
+    """The release cannot proceed; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Asset:
+    name: str
+    path: Path
+    size: int
+    sha256: str
+
+    @classmethod
+    def of(cls, path: Path) -> "Asset":
+        return cls(name=path.name, path=path, size=path.stat().st_size, sha256=sha256_file(path))
+
+
+@dataclass(frozen=True)
+class RequiredLeg:
+    """A required (published) leg of the selection and its files in dist, if present."""
+
+    id: str
+    archive: str
+    manifest: Mapping[str, Any] | None  # None: the leg's archive or manifest is missing
+    experimental: bool = False  # uploaded when built, never holds the release back
+
+    @property
+    def missing(self) -> bool:
+        return self.manifest is None and not self.experimental
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# -- what to release ----------------------------------------------------------------------
+
+def load_matrix(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text().strip()
+    if not text:
+        raise ReleaseError(f"{path} is empty: the plan job produced no matrix (did it fail?)")
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ReleaseError(f"{path}: not JSON ({error}); pass the output of `scons -Q ci-matrix`") from None
+    entries = payload.get("include") if isinstance(payload, dict) else payload
+    if not isinstance(entries, list) or not entries:
+        raise ReleaseError(f"{path}: expected {{\"include\": [...]}} with at least one leg")
+    return entries
+
+
+def _check_sidecar(archive: Path, digest: str) -> None:
+    """The build job's `.sha256` must still describe the bytes that reached this job."""
+    sidecar = archive.with_name(archive.name + ".sha256")
+    if not sidecar.is_file():
+        return
+    recorded = sidecar.read_text().split()[:1]
+    if recorded != [digest]:
+        raise ReleaseError(f"{archive.name}: sha256 {digest} but its .sha256 says {' '.join(recorded) or 'nothing'}; "
+                           "the artifact changed after it was built: re-run the leg")
+
+
+def required_legs(entries: Iterable[Mapping[str, Any]], dist: Path) -> list[RequiredLeg]:
+    legs = []
+    for entry in entries:
+        if not entry.get("publish"):
+            continue
+        archive = dist / str(entry["archive"])
+        manifest_path = archive.with_name(archive.name + ".json")
+        manifest = json.loads(manifest_path.read_text()) if archive.is_file() and manifest_path.is_file() else None
+        legs.append(RequiredLeg(id=str(entry["id"]), archive=archive.name, manifest=manifest,
+                                experimental=bool(entry.get("experimental"))))
+    return legs
+
+
+def release_assets(legs: Sequence[RequiredLeg], dist: Path) -> list[Asset]:
+    """Each present archive and its manifest, then SHA256SUMS (written into dist) over the archives."""
+    archives = []
+    for leg in legs:
+        if leg.manifest is None:
+            continue
+        archive = Asset.of(dist / leg.archive)
+        _check_sidecar(archive.path, archive.sha256)
+        archives.append(archive)
+    archives.sort(key=lambda a: a.name)
+    sums = dist / SUMS_NAME
+    sums.write_text("".join(f"{a.sha256}  {a.name}\n" for a in archives))
+    manifests = [Asset.of(dist / (a.name + ".json")) for a in archives]
+    return [*archives, *manifests, Asset.of(sums)]
+
+
+def release_notes(tag: str, legs: Sequence[RequiredLeg]) -> str:
+    """Markdown from the manifests: engine versions, the archives and what they need at run time."""
+    lines = [f"anira backends {tag}: prebuilt inference engines, one archive per platform and package form.",
+             f"Check downloads with `sha256sum -c {SUMS_NAME}`; each archive's `.json` manifest lists its "
+             "upstream sources (with sha256), patches, tools and files.", ""]
+    present = [leg for leg in legs if leg.manifest is not None]
+    for engine in dict.fromkeys(str(leg.manifest["engine"]["name"]) for leg in present):  # type: ignore[index]
+        rows = [leg.manifest for leg in present if leg.manifest["engine"]["name"] == engine]  # type: ignore[index]
+        info = rows[0]["engine"]  # type: ignore[index]
+        lines += [f"## {engine} {info['version']}", "",
+                  f"Library `{info['libname']}`, license {info['license']}"
+                  + (f", {info['homepage']}" if info.get("homepage") else "") + ".", "",
+                  "| archive | platform | package | accelerator | runtime requirements |",
+                  "|---|---|---|---|---|"]
+        lines += [_note_row(row) for row in rows]  # type: ignore[arg-type]
+        lines.append("")
+    missing = [leg for leg in legs if leg.missing]
+    if missing:
+        lines += ["## Not built yet", "", "This draft is published once these legs have been uploaded:", ""]
+        lines += [f"- `{leg.id}` ({leg.archive})" for leg in missing]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _note_row(manifest: Mapping[str, Any]) -> str:
+    leg = manifest["leg"]
+    package = " ".join(filter(None, [leg["kind"], "debug" if leg["config"] == "debug" else "",
+                                     "(experimental)" if leg.get("experimental") else ""]))
+    accelerator = ", ".join(leg.get("accelerator") or []) or "CPU only"
+    requires = "; ".join(f"{k}: {v}" for k, v in sorted(dict(leg.get("requires") or {}).items())) or "-"
+    return f"| `{manifest['archive']}` | {leg['platform']} | {package} | {accelerator} | {requires} |"
+
+
+# -- the GitHub REST API ------------------------------------------------------------------
+
+class GitHub:
+    """The few release endpoints this command needs, with the token only in a header."""
+
+    def __init__(self, api: str, repo: str, token: str, session: requests.Session | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.api = api.rstrip("/")
+        self.repo = repo
+        self.session = session or requests.Session()
+        self.session.headers.update({"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
+                                     "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "anira-backends-release"})
+        self.sleep = sleep
+
+    def _send(self, method: str, url: str, expect: tuple[int, ...] = (200,), upload: Path | None = None,
+              **kwargs: Any) -> requests.Response:
+        what = f"{method} {url.split('?')[0]}"
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                if upload is not None:
+                    with upload.open("rb") as body:
+                        response = self.session.request(method, url, data=body, timeout=TIMEOUT, **kwargs)
+                else:
+                    response = self.session.request(method, url, timeout=TIMEOUT, **kwargs)
+            except requests.ConnectionError as error:
+                if attempt == ATTEMPTS:
+                    raise ReleaseError(f"GitHub API {what}: {type(error).__name__}") from None
+            else:
+                if response.status_code in expect:
+                    return response
+                if response.status_code not in RETRY_STATUSES or attempt == ATTEMPTS:
+                    raise ReleaseError(f"GitHub API {what}: HTTP {response.status_code} {_api_message(response)}")
+            self.sleep(2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def _pages(self, path: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        for page in range(1, 1000):
+            batch = self._send("GET", f"{self.api}{path}", params={"per_page": PER_PAGE, "page": page}).json()
+            items += batch
+            if len(batch) < PER_PAGE:
+                return items
+        raise ReleaseError(f"{path}: more than 1000 pages")
+
+    def find_release(self, tag: str) -> dict[str, Any] | None:
+        """By listing: /releases/tags/{tag} does not return drafts."""
+        return next((r for r in self._pages(f"/repos/{self.repo}/releases") if r.get("tag_name") == tag), None)
+
+    def create_draft(self, tag: str, body: str) -> dict[str, Any]:
+        return self._send("POST", f"{self.api}/repos/{self.repo}/releases", expect=(201,),
+                          json={"tag_name": tag, "name": tag, "body": body, "draft": True}).json()
+
+    def update(self, release: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
+        return self._send("PATCH", f"{self.api}/repos/{self.repo}/releases/{release['id']}", json=fields).json()
+
+    def assets(self, release: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return self._pages(f"/repos/{self.repo}/releases/{release['id']}/assets")
+
+    def delete_asset(self, asset: Mapping[str, Any]) -> None:
+        self._send("DELETE", f"{self.api}/repos/{self.repo}/releases/assets/{asset['id']}", expect=(204,))
+
+    def upload(self, release: Mapping[str, Any], asset: Asset) -> dict[str, Any]:
+        url = str(release["upload_url"]).split("{", 1)[0]
+        return self._send("POST", url, expect=(201,), upload=asset.path, params={"name": asset.name},
+                          headers={"Content-Type": "application/octet-stream",
+                                   "Content-Length": str(asset.size)}).json()
+
+
+def _api_message(response: requests.Response) -> str:
+    try:
+        payload = response.json()
+    except ValueError:
+        return response.text[:200]
+    message = str(payload.get("message", "")) if isinstance(payload, dict) else ""
+    errors = payload.get("errors") if isinstance(payload, dict) else None
+    return message + (f" {json.dumps(errors)}" if errors else "")
+
+
+# -- the release ------------------------------------------------------------------------------
+
+def same_asset(remote: Mapping[str, Any], local: Asset) -> bool:
+    """Same size, and same sha256 where GitHub reports a digest; a half-finished upload
+    (state other than "uploaded") never counts."""
+    if remote.get("state", "uploaded") != "uploaded" or remote.get("size") != local.size:
+        return False
+    digest = remote.get("digest")
+    return not digest or digest == f"sha256:{local.sha256}"
+
+
+def sync_assets(github: GitHub, release: Mapping[str, Any], assets: Sequence[Asset],
+                say: Callable[[str], None]) -> None:
+    remote = {a["name"]: a for a in github.assets(release)}
+    for asset in assets:
+        existing = remote.pop(asset.name, None)
+        if existing is not None and same_asset(existing, asset):
+            say(f"unchanged {asset.name}")
+            continue
+        if existing is not None:
+            github.delete_asset(existing)
+        github.upload(release, asset)
+        say(f"{'replaced' if existing is not None else 'uploaded'} {asset.name} ({asset.size} bytes)")
+    for name in sorted(remote):
+        say(f"warning: {name} is on the release but not in this selection; left as is")
+
+
+def release(github: GitHub, tag: str, dist: Path, entries: Sequence[Mapping[str, Any]],
+            say: Callable[[str], None]) -> int:
+    legs = required_legs(entries, dist)
+    if not legs:
+        raise ReleaseError("the matrix has no leg with publish: true; nothing to release")
+    assets = release_assets(legs, dist)
+    notes = release_notes(tag, legs)
+    missing = [leg for leg in legs if leg.missing]
+    existing = github.find_release(tag)
+    if existing is not None and not existing.get("draft"):
+        return _already_published(github, existing, assets, missing, say)
+    if existing is None:
+        draft = github.create_draft(tag, notes)
+        say(f"created draft release {tag}")
+    else:
+        draft = github.update(existing, body=notes)
+        say(f"updating draft release {tag}")
+    sync_assets(github, draft, assets, say)
+    if missing:
+        say(f"::error::release {tag} stays a draft: {len(missing)} of {len(legs)} required legs are missing: "
+            + ", ".join(leg.id for leg in missing))
+        say(f"draft: {draft.get('html_url', '')}")
+        return 1
+    published = github.update(draft, draft=False)
+    say(f"published {tag} with {len(legs)} legs: {published.get('html_url', '')}")
+    return 0
+
+
+def _already_published(github: GitHub, existing: Mapping[str, Any], assets: Sequence[Asset],
+                       missing: Sequence[RequiredLeg], say: Callable[[str], None]) -> int:
+    remote = {a["name"]: a for a in github.assets(existing)}
+    if not missing and all(a.name in remote and same_asset(remote[a.name], a) for a in assets):
+        say(f"{existing['tag_name']} is already published with these assets; nothing to do")
+        return 0
+    raise ReleaseError(f"release {existing['tag_name']} is already published and differs from {len(assets)} local "
+                       "assets; a published release is never changed in place: turn it back into a draft (or delete "
+                       "it) by hand, or tag a new version")
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    environ = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(prog="python -m backends.release", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", required=True, help="owner/name")
+    parser.add_argument("--tag", required=True, help="the release tag, e.g. v2.3.0")
+    parser.add_argument("--dist", type=Path, required=True, help="directory holding the archives and manifests")
+    parser.add_argument("--matrix", type=Path, required=True, help="`scons -Q ci-matrix` JSON of the selection")
+    parser.add_argument("--api", default=DEFAULT_API, help=f"GitHub REST API root (default {DEFAULT_API})")
+    parser.add_argument("--token-env", default="GITHUB_TOKEN", help="environment variable holding the token")
+    args = parser.parse_args(argv)
+    token = environ.get(args.token_env, "")
+
+    def say(message: str, stream: TextIO = sys.stdout) -> None:
+        print(message.replace(token, "***") if token else message, file=stream, flush=True)
+
+    try:
+        if not token:
+            raise ReleaseError(f"${args.token_env} is empty; it must hold a token with contents: write")
+        if "/" not in args.repo:
+            raise ReleaseError(f"--repo {args.repo!r}: expected owner/name")
+        if not args.dist.is_dir():
+            raise ReleaseError(f"--dist {args.dist} is not a directory")
+        return release(GitHub(args.api, args.repo, token), args.tag, args.dist, load_matrix(args.matrix), say)
+    except ReleaseError as error:
+        say(f"error: {error}", sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

