@@ -8,8 +8,10 @@ if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 # cmake/ninja/g++ build the smoke consumers; clang/lld/llvm give the Mach-O and COFF tools
-# (llvm-lipo, llvm-libtool-darwin, llvm-lib, llvm-dlltool) the cross-format steps use on Linux.
+# (llvm-lipo, llvm-libtool-darwin, llvm-lib, llvm-dlltool) the cross-format steps use on Linux;
+# qemu-user + the aarch64 cross compiler run Linux aarch64 smokes on an x86_64 host.
 $sudo apt-get install -y -qq --no-install-recommends \
-  ca-certificates git cmake ninja-build g++ clang lld llvm patchelf zip unzip binutils nodejs npm >/dev/null
+  ca-certificates git cmake ninja-build g++ clang lld llvm patchelf zip unzip binutils nodejs npm \
+  qemu-user g++-aarch64-linux-gnu >/dev/null
 python3 -m pip install -q --disable-pip-version-check -r requirements.txt
 echo "setup: $(scons --version | sed -n 's/^\s*SCons: v\?//p' | head -1) $(cmake --version | head -1)"

@@ -585,12 +585,12 @@ def _do_smoke(target: Path, leg_id: str) -> None:
     if plan.smoke is None:
         result = smoke_step.not_run("no consumer program for this package form" if leg.can_run
                                     else graph.host.why_not_run(leg), leg_id)
-    elif mode not in ("native", "rosetta", "simulator"):
+    elif mode not in ("native", "rosetta", "simulator", "qemu"):
         result = smoke_step.not_run(graph.host.why_not_run(leg), leg_id)
     else:
         result = smoke_step.smoke(Path(nodes.archive.abspath), plan.smoke, graph.root,
                                   nodes.dirs.logs.parent / "smoke", nodes.dirs.logs, leg_id, graph.environ,
-                                  graph.settings.verbose)
+                                  graph.settings.verbose, mode)
     write_json(target, {"leg": leg_id, **result})
 
 

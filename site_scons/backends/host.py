@@ -23,8 +23,11 @@ class Host:
         return f"{self.os}-{self.arch}"
 
     def can_build(self, leg: Leg) -> bool:
-        """The leg's runner OS, and its runner arch or (native or cross) target arch."""
+        """The leg's runner OS, and its runner arch or (native or cross) target arch; a
+        repackaging leg compiles nothing, so any arch of its runner's OS will do."""
         runner_os, runner_arch = leg.runner_host
+        if leg.source == "prebuilt":
+            return self.os == runner_os
         return self.os == runner_os and self.arch in {runner_arch, leg.arch}
 
     def run_mode(self, leg: Leg) -> str:
@@ -37,7 +40,8 @@ class Host:
             return "simulator"  # the smoke project boots one through simctl
         if leg.os == "macos" == self.os and leg.arch == "x86_64":
             return "rosetta"
-        if leg.os == "linux" == self.os and leg.arch == "aarch64" and shutil.which("qemu-aarch64"):
+        if (leg.os == "linux" == self.os and leg.arch == "aarch64" and shutil.which("qemu-aarch64")
+                and shutil.which("aarch64-linux-gnu-g++")):
             return "qemu"
         if leg.os == "windows" and self.os == "linux" and leg.arch == "x86_64" and shutil.which("wine64"):
             return "wine"
@@ -49,7 +53,8 @@ class Host:
             return "the leg cannot run on any CI host (can_run=0)"
         if leg.flavor == "cuda" and not has_nvidia_gpu():
             return "needs an NVIDIA GPU with the CUDA 13 runtime; this host has none"
-        return f"{leg.platform} binaries need a {leg.runner} host; this is {self.platform}"
+        hint = " (or qemu-user and g++-aarch64-linux-gnu)" if leg.platform == "linux-aarch64" else ""
+        return f"{leg.platform} binaries need a {leg.runner} host{hint}; this is {self.platform}"
 
 
 def has_nvidia_gpu() -> bool:

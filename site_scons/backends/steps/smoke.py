@@ -24,8 +24,18 @@ def not_run(reason: str, label: str) -> dict[str, object]:
     return {"status": "not run", "reason": reason}
 
 
+# Cross-building the consumer and running it under qemu-user, through ctest's emulator hook.
+EMULATED = {
+    "qemu": ("-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
+             "-DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc", "-DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++",
+             "-DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=BOTH", "-DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=BOTH",
+             "-DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=BOTH",
+             "-DCMAKE_CROSSCOMPILING_EMULATOR=qemu-aarch64;-L;/usr/aarch64-linux-gnu"),
+}
+
+
 def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path, label: str,
-          environ: Mapping[str, str], verbose: bool) -> dict[str, object]:
+          environ: Mapping[str, str], verbose: bool, mode: str = "native") -> dict[str, object]:
     """Configure, build and ctest `spec.project` against the unpacked archive; raises on failure."""
     started = time.monotonic()
     shutil.rmtree(work, ignore_errors=True)
@@ -34,7 +44,7 @@ def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path
     build_dir = work / "build"
     project = project_root / spec.project
     env = limited_env({})
-    defines = [f"-D{key}={value}" for key, value in spec.defines.items()]
+    defines = [f"-D{key}={value}" for key, value in spec.defines.items()] + list(EMULATED.get(mode, ()))
     steps = [
         ("configure", ["cmake", "-S", str(project), "-B", str(build_dir), "-G", "Ninja",
                        f"-DCMAKE_PREFIX_PATH={package}", *defines]),
@@ -45,4 +55,4 @@ def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path
         run(argv, env=env, cwd=work, log=logs / f"smoke-{name}.log", label=f"{label} smoke {name}", echo=verbose)
     output = _program_output(logs / "smoke-run.log")
     shutil.rmtree(work, ignore_errors=True)
-    return {"status": "passed", "seconds": round(time.monotonic() - started, 2), "output": output}
+    return {"status": "passed", "mode": mode, "seconds": round(time.monotonic() - started, 2), "output": output}
