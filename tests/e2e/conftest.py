@@ -1,62 +1,16 @@
 """End-to-end legs: the real recipes on real engine binaries from the package registries,
-run by `scons` in a scratch copy of the project (symlinked data, private build/ and dist/)."""
+run by `scons` in a scratch copy of the project (see scratch.py)."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-@dataclass
-class Scons:
-    project: Path
-    cache: Path
-
-    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "SCons", "-Q", f"cache={self.cache}", *args]
-        result = subprocess.run(argv, cwd=self.project, capture_output=True, text=True, timeout=900)
-        if check and result.returncode != 0:
-            raise AssertionError(f"scons {' '.join(args)} failed ({result.returncode}):\n"
-                                 f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-        return result
-
-    def steps_run(self, result: subprocess.CompletedProcess[str]) -> list[str]:
-        """The steps a run executed, from their `[<step>] <leg> done in` lines (runner
-        lines are `[<leg> <command>] done in`, with a space inside the brackets)."""
-        steps = []
-        for line in result.stdout.splitlines():
-            if line.startswith("[") and "]" in line and " done in " in line:
-                label = line[1:line.index("]")]
-                if " " not in label:
-                    steps.append(label)
-        return steps
-
-
-def scratch_project(root: Path, copied: tuple[str, ...] = ()) -> Path:
-    """A project sharing the repo's code and data; `copied` entries are real copies to edit."""
-    root.mkdir(parents=True, exist_ok=True)
-    for name in ("SConstruct", "site_scons", "smoke", "variants", "engines"):
-        if name in copied or any(c.startswith(name + "/") for c in copied):
-            continue
-        (root / name).symlink_to(REPO / name)
-    for name in copied:
-        top = name.split("/", 1)[0]
-        if "/" in name:
-            (root / top).mkdir(exist_ok=True)
-            for entry in (REPO / top).iterdir():
-                if not (root / top / entry.name).exists() and f"{top}/{entry.name}" != name:
-                    (root / top / entry.name).symlink_to(entry)
-        shutil.copytree(REPO / name, root / name, symlinks=True) if (REPO / name).is_dir() \
-            else shutil.copy2(REPO / name, root / name)
-    return root
+from scratch import REPO, Scons, scratch_project  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Null-build wall times of the step graph (prints numbers, asserts nothing).
+
+    python bench/null_build.py [--runs 5] [--work DIR] [--keep]
+
+(a) one real-ish leg: the fixsrc fixture's gpu-shared leg (fetch, extract, patch, build,
+    stage, archive, verify, smoke), built once, then `scons -Q <leg>` timed;
+(b) a whole-matrix-sized graph: a generated fixture project of 110 prebuilt legs (5
+    fixbin-style engines x 9 platforms x kinds/flavors, 45 upstream archives),
+    built once, then `scons -Q platform=all flavor=all` timed;
+(c) `scons -Q plan=1` over the real project's whole matrix (read the matrix, plan every
+    leg, print the plans; no graph is declared and nothing is written).
+
+Each time is the median of --runs runs of a fresh `python -m SCons` process. The
+fixture upstreams are served from 127.0.0.1 (tests/integration/fixtures.py).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+
+import fixtures  # noqa: E402
+from fixtures import LegRow  # noqa: E402
+
+PLATFORMS = ("linux-x86_64", "linux-aarch64", "macos-x86_64", "macos-arm64", "windows-x86_64", "windows-arm64",
+             "android-arm64-v8a", "android-x86_64", "wasm")
+MATRIX_ENGINES = ("fixbina", "fixbinb", "fixbinc", "fixbind", "fixbine")
+
+
+def timed(project: Path, *args: str, runs: int) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(runs):
+        run = fixtures.scons(project, *args)
+        if run.returncode != 0 or run.step_lines():
+            raise SystemExit(f"not a null build:\n{run}")
+        times.append(run.seconds)
+    return statistics.median(times), times
+
+
+def build_once(project: Path, *args: str) -> float:
+    run = fixtures.scons(project, "-j2", *args)
+    if run.returncode != 0:
+        raise SystemExit(f"build failed:\n{run}")
+    return run.seconds
+
+
+def matrix_rows(engine: str) -> list[LegRow]:
+    """22 prebuilt legs: 9 platforms x shared/static + gpu (vulkan) x 2 kinds + cuda on 2 platforms."""
+    rows = []
+    for platform in PLATFORMS:
+        asset = {"asset": f"{engine}-{platform}", "ext": "tgz"}
+        # The fixture binaries are x86_64 ELF: only linux-x86_64 legs can run their smoke.
+        rows.append(LegRow(platform=platform, kind=("shared", "static"), source="prebuilt", params=asset,
+                           can_run=platform == "linux-x86_64"))
+    rows.append(LegRow(platform="linux-x86_64", kind=("shared", "static"), flavor="gpu", accelerator="vulkan",
+                       source="prebuilt", params={"asset": f"{engine}-linux-x86_64", "ext": "tgz"}))
+    for platform in ("linux-x86_64", "windows-x86_64"):
+        rows.append(LegRow(platform=platform, kind="shared", flavor="cuda", accelerator="cuda", source="prebuilt",
+                           params={"asset": f"{engine}-{platform}", "ext": "tgz"}, can_run=platform == "linux-x86_64"))
+    return rows
+
+
+def matrix_project(work: Path, server: fixtures.Server) -> tuple[Path, int]:
+    tree = fixtures.fixbin_tree(work / "fixbin-tree")
+    project = fixtures.new_project(work / "matrix")
+    legs = 0
+    for engine in MATRIX_ENGINES:
+        pins = fixtures.make_fixbin_release(server.root, assets=[f"{engine}-{p}" for p in PLATFORMS], tree=tree)
+        rows = matrix_rows(engine)
+        fixtures.write_fixbin(project, f"{server.base_url}/{{asset}}-{{version}}.{{ext}}", pins, rows=rows,
+                              name=engine)
+        for row in rows:
+            kinds = row.kind if isinstance(row.kind, tuple) else (row.kind,)
+            configs = row.config if isinstance(row.config, tuple) else (row.config,)
+            legs += len(kinds) * len(configs)
+    return project, legs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--work", type=Path, help="scratch dir (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch dir")
+    options = parser.parse_args()
+    work = options.work or Path(tempfile.mkdtemp(prefix="anira-null-build-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with fixtures.Server(work / "served") as server:
+            upstreams = fixtures.make_upstreams(work / "served", server)
+
+            leg = "fixsrc-linux-x86_64-gpu-shared"
+            project = fixtures.make_project(work / "one-leg", upstreams, fixbin=False)
+            first = build_once(project, leg)
+            median, times = timed(project, leg, runs=options.runs)
+            print(f"(a) null build, one leg ({leg}, 8 steps): median {median:.2f} s of {options.runs} "
+                  f"[{', '.join(f'{t:.2f}' for t in times)}]; first build {first:.1f} s")
+
+            project, legs = matrix_project(work, server)
+            first = build_once(project, "platform=all", "flavor=all")
+            steps = len(list(project.glob("build/legs/*/steps/*.json")))
+            median, times = timed(project, "platform=all", "flavor=all", runs=options.runs)
+            print(f"(b) null build, {legs} prebuilt legs ({len(MATRIX_ENGINES)} engines, {steps} leg step manifests): "
+                  f"median {median:.2f} s of {options.runs} [{', '.join(f'{t:.2f}' for t in times)}]; "
+                  f"first build {first:.1f} s")
+
+        times = []
+        for _ in range(options.runs):
+            started = time.monotonic()
+            done = subprocess.run(fixtures.scons_argv("plan=1"), cwd=REPO, capture_output=True, text=True)
+            times.append(time.monotonic() - started)
+            if done.returncode != 0:
+                raise SystemExit(f"scons plan=1 failed in {REPO}:\n{done.stdout}\n{done.stderr}")
+        planned = sum(1 for line in done.stdout.splitlines() if " -> dist/" in line and not line.startswith(" "))
+        print(f"(c) scons -Q plan=1 over the real matrix ({planned} legs planned): median "
+              f"{statistics.median(times):.2f} s of {options.runs} [{', '.join(f'{t:.2f}' for t in times)}]")
+    finally:
+        if options.keep:
+            print(f"scratch kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

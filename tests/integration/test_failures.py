@@ -1,0 +1,135 @@
+"""Failures end-to-end: bad downloads, unsafe archives, a mislabelled gpu build, bad input.
+
+Each must fail with a message that names the problem, a non-zero exit, nothing bad in
+the download cache and nothing in dist/.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import fixtures
+from fixtures import LegRow, fixsrc_archive, scons
+
+FIXBIN_LEG = fixtures.FIXBIN_LEG_IDS[0]
+GPU_LEG = "fixsrc-linux-x86_64-gpu-shared"
+
+
+def _failed(run: fixtures.Run) -> fixtures.Run:
+    assert run.returncode != 0, str(run)
+    return run
+
+
+def _cache_files(project: Path) -> list[str]:
+    """Files in the download cache other than lock files."""
+    cache = project / ".cache/downloads"
+    if not cache.is_dir():
+        return []
+    return sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*")
+                  if p.is_file() and not p.name.endswith(".lock"))
+
+
+def _listing(root: Path) -> list[str]:
+    """Every path under root (symlinked dirs such as site_scons are not entered)."""
+    return sorted(os.path.relpath(os.path.join(d, n), root) for d, dirs, files in os.walk(root) for n in dirs + files)
+
+
+def _nothing_published(project: Path) -> None:
+    dist = project / "dist"
+    assert not dist.exists() or not any(dist.iterdir()), sorted(p.name for p in dist.iterdir())
+
+
+def _fixbin_project(project_factory, upstreams: fixtures.Upstreams, *, pins: dict[str, str] | None = None,
+                    params: dict[str, str] | None = None) -> Path:
+    project = project_factory(fixsrc=False, fixbin=False)
+    row = LegRow(kind="shared", source="prebuilt", params=params or {"asset": "fixbin-linux-x64", "ext": "tgz"})
+    fixtures.write_fixbin(project, upstreams.fixbin_url, upstreams.fixbin_pins if pins is None else pins, rows=(row,))
+    return project
+
+
+def test_checksum_mismatch(project_factory, upstreams):
+    (name, good), = upstreams.fixbin_pins.items()
+    bad = ("0" if good[0] != "0" else "1") + good[1:]
+    project = _fixbin_project(project_factory, upstreams, pins={name: bad})
+    run = _failed(scons(project, FIXBIN_LEG))
+    assert "sha256 mismatch" in run.stderr and bad in run.stderr and good in run.stderr, str(run)
+    assert _cache_files(project) == [], "a file that failed its pin must stay out of the cache"
+    _nothing_published(project)
+
+
+def test_http_404(project_factory, upstreams):
+    params = {"asset": "fixbin-linux-x64-withdrawn", "ext": "tgz"}
+    project = _fixbin_project(project_factory, upstreams, params=params,
+                              pins={fixtures.fixbin_asset("fixbin-linux-x64-withdrawn"): "a" * 64})
+    run = _failed(scons(project, FIXBIN_LEG))
+    assert "HTTP 404" in run.stderr and "fixbin-linux-x64-withdrawn-2.0.1.tgz" in run.stderr, str(run)
+    assert _cache_files(project) == []
+    _nothing_published(project)
+
+
+def test_offline_with_an_empty_cache(project_factory, upstreams):
+    project = _fixbin_project(project_factory, upstreams)
+    requests = len(upstreams.server.requests)
+    run = _failed(scons(project, FIXBIN_LEG, "offline=1"))
+    assert "offline" in run.stderr and "not in the cache" in run.stderr, str(run)
+    assert fixtures.fixbin_asset() in run.stderr
+    assert len(upstreams.server.requests) == requests, "offline=1 touched the network"
+    assert _cache_files(project) == []
+    _nothing_published(project)
+
+
+def test_zip_slip_release_archive(project_factory, upstreams, tmp_path):
+    served = tmp_path / "served-slip"
+    with fixtures.Server(served) as server:
+        name, sha = fixtures.make_zip_slip_release(served)
+        project = project_factory(fixsrc=False, fixbin=False)
+        row = LegRow(kind="shared", source="prebuilt", params={"asset": "fixbin-linux-x64", "ext": "zip"})
+        fixtures.write_fixbin(project, f"{server.base_url}/{{asset}}-{{version}}.{{ext}}", {name: sha}, rows=(row,))
+        run = _failed(scons(project, FIXBIN_LEG))
+    assert "refusing" in run.stderr and "zip-slip-escaped.txt" in run.stderr, str(run)
+    assert not [p for p in tmp_path.rglob("zip-slip-escaped.txt")], "a member escaped the extraction dir"
+    # The cache holds the verified download only; no extracted tree was left anywhere.
+    assert _cache_files(project) == sorted([f"sha256/{sha}/{name}", f"sha256/{sha}/.{name}.meta.json"])
+    leftovers = [os.path.join(d, f) for d, _, files in os.walk(project / "build/extract") for f in files]
+    assert leftovers == [], "the refused extraction left files behind"
+    assert not (project / f"build/legs/{FIXBIN_LEG}/stage").exists()
+    _nothing_published(project)
+
+
+def test_cpu_build_mislabelled_gpu_is_caught_by_verify(project_factory):
+    """upstream-spec §6.5 item 1: the gpu leg's build forgot --use_coreml."""
+    rows = (LegRow(kind="shared", flavor="gpu", accelerator="coreml"),)
+    project = project_factory(fixbin=False, fixsrc_rows=rows, forget_coreml=True)
+    run = _failed(scons(project, GPU_LEG))
+    assert f"{GPU_LEG}: verify failed" in run.stderr, str(run)
+    assert "missing required include/coreml_provider_factory.h" in run.stderr
+    assert "does not export FixsrcSessionOptionsAppendExecutionProvider_CoreML" in run.stderr
+    build = json.loads((project / f"build/legs/{GPU_LEG}/steps/build.json").read_text())
+    assert "--use_coreml" not in build["commands"][0]["argv"]
+    steps = project / f"build/legs/{GPU_LEG}/steps"
+    assert not (steps / "verify.json").exists() and not (steps / "smoke.json").exists()
+    # A failed verify is not remembered as done: the next run fails the same way.
+    again = _failed(scons(project, GPU_LEG))
+    assert [line.split()[0] for line in again.step_lines()] == ["[verify]"], str(again)
+    assert "missing required include/coreml_provider_factory.h" in again.stderr
+    # NB: the archive itself is already in dist/ (archive precedes verify); see the report.
+    assert (project / "dist" / fixsrc_archive(GPU_LEG)).is_file()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("bogus=1",), "unknown option bogus"),
+    (("engine=fixsrc", "kind=xcframework"), "fixsrc ships no xcframework legs"),
+    (("fixsrc-linux-x86_64-shard",), "unknown leg 'fixsrc-linux-x86_64-shard' (did you mean fixsrc-linux-x86_64-shared?)"),
+    (("engine=fixsrc", "format=rar"), "unknown format 'rar'"),
+])
+def test_bad_command_line_writes_nothing(project_factory, args, message):
+    project = project_factory()
+    before = _listing(project)
+    run = scons(project, *args)
+    assert run.returncode == 2, str(run)
+    assert message in run.stderr, str(run)
+    assert not (project / "build").exists() and not (project / "dist").exists()
+    assert _listing(project) == before

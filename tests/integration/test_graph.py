@@ -1,0 +1,318 @@
+"""The step graph on fixture upstreams: full build, no-op rerun, precise incremental reruns,
+reproducibility, and a kill in the middle (DESIGN §4, §5, §7)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import fixtures
+from fixtures import FIXBIN_LEG_IDS, FIXSRC_LEG_IDS, LegRow, fixbin_archive, fixsrc_archive, scons
+
+ALL = ("engine=fixsrc,fixbin", "flavor=all")
+GPU_LEG = "fixsrc-linux-x86_64-gpu-shared"
+PROVIDER_HEADER = "include/coreml_provider_factory.h"
+# Three legs (two cpu, one patched gpu) for the tests that edit a project.
+SMALL_ROWS = fixtures.FIXSRC_LEGS[:3]
+SMALL_IDS = FIXSRC_LEG_IDS[:3]
+
+
+def _ok(run: fixtures.Run) -> fixtures.Run:
+    assert run.returncode == 0, str(run)
+    return run
+
+
+def _archives(project: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((project / "dist").iterdir())}
+
+
+def _leg_steps(changed: set[str], leg: str) -> set[str]:
+    return {Path(p).stem for p in changed if p.startswith(f"build/legs/{leg}/steps/")}
+
+
+def _dist_changes(changed: set[str]) -> set[str]:
+    return {Path(p).name for p in changed if p.startswith("dist/")}
+
+
+# --------------------------------------------------------------------------- one built project
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, upstreams: fixtures.Upstreams):
+    """Every fixture leg built once; the read-only tests below share it (-j1: its step lines
+    are counted, and -j2 threads may interleave the steps' own prints mid-line)."""
+    project = fixtures.make_project(tmp_path_factory.mktemp("built") / "project", upstreams)
+    run = _ok(scons(project, *ALL))
+    return project, run
+
+
+def test_whole_graph_publishes_verified_smoke_tested_archives(built, tmp_path):
+    project, run = built
+    legs = {leg: fixsrc_archive(leg) for leg in FIXSRC_LEG_IDS} | {leg: fixbin_archive(leg) for leg in FIXBIN_LEG_IDS}
+    expected = {name + suffix for name in legs.values() for suffix in ("", ".sha256", ".json")}
+    assert {p.name for p in (project / "dist").iterdir()} == expected
+    for leg, name in legs.items():
+        archive = project / "dist" / name
+        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+        assert (project / "dist" / (name + ".sha256")).read_text().split() == [digest, name]
+        manifest = json.loads((project / "dist" / (name + ".json")).read_text())
+        assert manifest["archive"] == name and manifest["sha256"] == digest and manifest["leg"]["id"] == leg
+        with zipfile.ZipFile(archive) as zipped:
+            assert zipped.testzip() is None
+            members = {i.filename for i in zipped.infolist() if not i.is_dir()}
+        listed = {f["path"]: f for f in manifest["files"]}
+        assert set(listed) == members
+        assert all(len(f["sha256"]) == 64 for f in listed.values() if "link" not in f)
+        assert manifest["sources"] and all(len(s["sha256"]) == 64 for s in manifest["sources"])
+        verify = json.loads((project / f"build/legs/{leg}/steps/verify.json").read_text())
+        assert verify["archive"] == name
+        smoke = json.loads((project / f"build/legs/{leg}/steps/smoke.json").read_text())
+        assert smoke["status"] == "passed", smoke
+        assert any("PASS" in line for line in smoke["output"])
+        if leg.startswith("fixsrc"):
+            gpu = leg == GPU_LEG
+            assert (PROVIDER_HEADER in members) is gpu, leg
+            assert [p["name"] for p in manifest["patches"]] == (["register_coreml"] if gpu else [])
+            assert any("coreml provider: registered" in line for line in smoke["output"]) is gpu
+        if "static" in leg:
+            assert members == {"include/fixsrc.h", "lib/libfixsrc.a"}
+            stage = json.loads((project / f"build/legs/{leg}/steps/stage.json").read_text())
+            bundled = sorted(Path(p).name for p in stage["bundled"])
+            assert bundled == ["libfixsrc.a", "libfixsrc_util.a"], "bundled the build's own libraries only"
+    # CPU legs build from the pristine extraction, the gpu leg from its own patched copy: the
+    # patch broke the hard link instead of editing the shared extraction.
+    cwd = {leg: json.loads((project / f"build/legs/{leg}/steps/build.json").read_text())["commands"][0]["cwd"]
+           for leg in FIXSRC_LEG_IDS}
+    assert all("/build/extract/" in cwd[leg] for leg in FIXSRC_LEG_IDS if leg != GPU_LEG)
+    assert "/build/src/" in cwd[GPU_LEG]
+    assert "REGISTERED 0" in (Path(cwd[FIXSRC_LEG_IDS[0]]) / "src/coreml_provider.c").read_text()
+    assert "REGISTERED 1" in (Path(cwd[GPU_LEG]) / "src/coreml_provider.c").read_text()
+    # The static bundle merged the core and util libraries into one archive.
+    with zipfile.ZipFile(project / "dist" / fixsrc_archive("fixsrc-linux-x86_64-static")) as zipped:
+        zipped.extract("lib/libfixsrc.a", tmp_path)
+    objects = subprocess.run(["ar", "t", str(tmp_path / "lib/libfixsrc.a")], capture_output=True, check=True).stdout
+    assert set(objects.decode().split()) >= {"fixsrc.c.o", "util.c.o"}
+    # Each leg's chain ran exactly once.
+    lines = run.step_lines()
+    assert len(lines) == len(set(lines))
+    for step in ("build", "stage", "verify", "smoke"):
+        assert sum(line.startswith(f"[{step}] ") for line in lines) == (4 if step == "build" else 5), step
+    assert sum(line.startswith("[patch] ") for line in lines) == 1
+    assert sum(line.startswith("[fetch] ") for line in lines) == 2
+
+
+def test_second_run_executes_no_step(built):
+    project, _ = built
+    before = fixtures.step_manifests(project)
+    question = scons(project, "-q", *ALL)
+    assert question.returncode == 0, str(question)
+    rerun = _ok(scons(project, *ALL))
+    assert rerun.step_lines() == [], str(rerun)
+    one_leg = _ok(scons(project, "-q", GPU_LEG))
+    assert one_leg.step_lines() == []
+    assert fixtures.step_manifests(project) == before
+
+
+def test_manifests_record_sources_and_patches(built, upstreams):
+    project, _ = built
+    manifest = json.loads((project / "dist" / (fixsrc_archive(GPU_LEG) + ".json")).read_text())
+    (source,) = manifest["sources"]
+    assert source["filename"] == f"fixsrc-{fixtures.FIXSRC_VERSION}.tar.gz"
+    assert source["sha256"] == upstreams.fixsrc_sha
+    assert manifest["patches"][0]["file"] == "patches/register_coreml.py"
+    assert manifest["patches"][0]["reason"]
+    build = manifest["steps"]["build"]["commands"][0]["argv"]
+    assert "--use_coreml" in build and "--build_shared_lib" in build
+
+
+# --------------------------------------------------------------------------- incremental reruns
+
+
+def test_patch_edit_reruns_only_the_patched_leg_from_patch_on(project_factory):
+    project = project_factory(fixsrc_rows=SMALL_ROWS, fixbin=False)
+    _ok(scons(project, "engine=fixsrc", "flavor=all"))
+    before = fixtures.step_manifests(project)
+    untouched = {leg: (project / "dist" / fixsrc_archive(leg)).stat().st_mtime_ns for leg in SMALL_IDS[:2]}
+    cpu_manifests = {leg: (project / "dist" / (fixsrc_archive(leg) + ".json")).read_bytes() for leg in SMALL_IDS[:2]}
+
+    patch = project / "engines/fixsrc/patches/register_coreml.py"
+    patch.write_text(patch.read_text().replace(fixtures.PATCH_NOTE, "register_coreml v2"))
+    assert scons(project, "-q", "engine=fixsrc", "flavor=all").returncode != 0, "-q must see the edit"
+    run = _ok(scons(project, "engine=fixsrc", "flavor=all"))
+
+    assert [line.split()[0] for line in run.step_lines()] == \
+        ["[patch]", "[build]", "[stage]", "[archive]", "[verify]", "[smoke]"], str(run)
+    assert all(GPU_LEG in line or fixsrc_archive(GPU_LEG) in line or line.startswith("[patch]")
+               for line in run.step_lines())
+    changed = fixtures.changed(before, fixtures.step_manifests(project))
+    assert _leg_steps(changed, GPU_LEG) == {"build", "stage", "verify", "smoke"}
+    assert {p for p in changed if p.startswith("build/legs/")} == \
+        {p for p in changed if p.startswith(f"build/legs/{GPU_LEG}/")}
+    assert _dist_changes(changed) == {fixsrc_archive(GPU_LEG) + s for s in ("", ".sha256", ".json")}
+    assert not any(p.startswith(("build/downloads/", "build/extract/")) for p in changed)
+    for leg, mtime in untouched.items():
+        assert (project / "dist" / fixsrc_archive(leg)).stat().st_mtime_ns == mtime
+        assert (project / "dist" / (fixsrc_archive(leg) + ".json")).read_bytes() == cpu_manifests[leg]
+    # The edit reached the binary (the build dir followed the new source tree).
+    with zipfile.ZipFile(project / "dist" / fixsrc_archive(GPU_LEG)) as zipped:
+        library = zipped.read(f"lib/libfixsrc.so.{fixtures.FIXSRC_VERSION}")
+    assert b"register_coreml v2" in library and fixtures.PATCH_NOTE.encode() not in library
+    assert _ok(scons(project, "-q", "engine=fixsrc", "flavor=all")).returncode == 0
+
+
+def test_flag_edits_rerun_only_that_leg(project_factory):
+    project = project_factory(fixsrc_rows=SMALL_ROWS, fixbin=False)
+    args = ("engine=fixsrc", "flavor=all")
+    _ok(scons(project, *args))
+    shared, gpu = SMALL_IDS[1], SMALL_IDS[2]
+
+    # variants/: one row gets an extra CMake define.
+    rows = (SMALL_ROWS[0], LegRow(kind="shared", params={"defines": "FIXSRC_GREETING=tuned"}), SMALL_ROWS[2])
+    (project / "variants/fixsrc.toml").write_text(fixtures.variants_toml(rows, "edited"))
+    before = fixtures.step_manifests(project)
+    run = _ok(scons(project, *args))
+    changed = fixtures.changed(before, fixtures.step_manifests(project))
+    assert {p.split("/")[2] for p in changed if p.startswith("build/legs/")} == {shared}, str(run)
+    assert _leg_steps(changed, shared) == {"build", "stage", "verify", "smoke"}
+    assert _dist_changes(changed) == {fixsrc_archive(shared) + s for s in ("", ".sha256", ".json")}
+    assert not any(p.startswith(("build/downloads/", "build/extract/", "build/src/")) for p in changed)
+    smoke = json.loads((project / f"build/legs/{shared}/steps/smoke.json").read_text())
+    assert any("tuned 1.4.2: PASS" in line for line in smoke["output"]), smoke
+    assert not any("fixsrc 1.4.2: PASS" in line for line in smoke["output"]), "stale output of the first run"
+
+    # recipe.py: a flag only the gpu leg's build command gets.
+    recipe = project / "engines/fixsrc/recipe.py"
+    text = recipe.read_text()
+    edited = text.replace('argv.append("--use_coreml")',
+                          'argv += ["--use_coreml", "--cmake_extra_defines", "FIXSRC_GREETING=accelerated"]')
+    assert edited != text
+    recipe.write_text(edited)
+    before = fixtures.step_manifests(project)
+    run = _ok(scons(project, *args))
+    changed = fixtures.changed(before, fixtures.step_manifests(project))
+    assert {p.split("/")[2] for p in changed if p.startswith("build/legs/")} == {gpu}, str(run)
+    assert _dist_changes(changed) == {fixsrc_archive(gpu) + s for s in ("", ".sha256", ".json")}
+    assert not any("[patch]" in line or "[fetch]" in line for line in run.step_lines())
+
+
+def test_two_clean_builds_give_identical_archives(project_factory):
+    project = project_factory()
+    _ok(scons(project, "-j2", *ALL))
+    first = _archives(project)
+    cache = sorted(p.relative_to(project) for p in (project / ".cache").rglob("*"))
+    for name in ("build", "dist"):
+        subprocess.run(["rm", "-rf", str(project / name)], check=True)
+    _ok(scons(project, "-j2", *ALL))
+    second = _archives(project)
+    assert sorted(first) == sorted(second)
+    for name in first:
+        if not name.endswith(".json"):
+            assert first[name] == second[name], f"{name} differs between two clean builds"
+    assert sorted(p.relative_to(project) for p in (project / ".cache").rglob("*")) == cache
+
+
+# --------------------------------------------------------------------------- a kill in the middle
+
+
+class DistWatcher(threading.Thread):
+    """Polls dist/ while scons runs: only final names, every archive complete."""
+
+    def __init__(self, dist: Path, allowed: set[str]) -> None:
+        super().__init__(daemon=True)
+        self.dist, self.allowed = dist, allowed
+        self.problems: list[str] = []
+        self.seen: set[str] = set()
+        self.polls = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.poll()
+            time.sleep(0.01)
+        self.poll()
+
+    def poll(self) -> None:
+        self.polls += 1
+        try:
+            names = os.listdir(self.dist)
+        except FileNotFoundError:
+            return
+        for name in names:
+            self.seen.add(name)
+            if name not in self.allowed:
+                self.problems.append(f"unexpected {name} in dist/")
+                continue
+            path = self.dist / name
+            try:
+                if name.endswith(".zip"):
+                    with zipfile.ZipFile(path) as zipped:
+                        if zipped.testzip() is not None:
+                            self.problems.append(f"corrupt member in {name}")
+                elif name.endswith(".json"):
+                    json.loads(path.read_text())
+                elif name.endswith(".sha256"):
+                    if len(path.read_text().split()) != 2:
+                        self.problems.append(f"partial {name}")
+            except FileNotFoundError:
+                continue
+            except (zipfile.BadZipFile, ValueError, OSError) as error:
+                self.problems.append(f"{name}: {error}")
+
+
+def test_kill_during_build_then_rerun(project_factory):
+    project = project_factory(fixsrc_rows=SMALL_ROWS, fixbin=False)
+    args = ("engine=fixsrc", "flavor=all")
+    allowed = {fixsrc_archive(leg) + s for leg in SMALL_IDS for s in ("", ".sha256", ".json")}
+    dist = project / "dist"
+    sleeping = project / f"build/legs/{GPU_LEG}/work/Release/SLEEPING"
+
+    # The gpu leg builds last; its build.py sleeps after configuring, and we kill scons there.
+    watcher = DistWatcher(dist, allowed)
+    watcher.start()
+    child = subprocess.Popen(fixtures.scons_argv(*args), cwd=project, start_new_session=True,
+                             env=fixtures.child_env({"FIXSRC_BUILD_SLEEP": "60:gpu-shared"}),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 50
+        while not sleeping.is_file():
+            assert child.poll() is None, child.stdout.read()
+            assert time.monotonic() < deadline, "the gpu build never reached its sleep"
+            time.sleep(0.05)
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        watcher.stop.set()
+        watcher.join()
+    assert child.returncode == -signal.SIGKILL
+    assert watcher.problems == []
+    assert set(os.listdir(dist)) <= allowed
+    assert fixsrc_archive(GPU_LEG) not in os.listdir(dist), "the killed leg published nothing"
+    assert not (project / f"build/legs/{GPU_LEG}/steps/build.json").exists()
+
+    watcher = DistWatcher(dist, allowed)
+    watcher.start()
+    try:
+        run = scons(project, *args)
+    finally:
+        watcher.stop.set()
+        watcher.join()
+    _ok(run)
+    assert watcher.problems == [] and watcher.polls > 10
+    assert set(os.listdir(dist)) == allowed
+    for leg in SMALL_IDS:
+        smoke = json.loads((project / f"build/legs/{leg}/steps/smoke.json").read_text())
+        assert smoke["status"] == "passed"
+        name = fixsrc_archive(leg)
+        assert (dist / (name + ".sha256")).read_text().split()[0] == fixtures.sha256_of(dist / name)
+    assert _ok(scons(project, "-q", *args)).returncode == 0
