@@ -41,7 +41,7 @@ from .steps import upstream as upstream_step
 from .steps import verify as verify_step
 from .steps.context import LegDirs
 from .steps.extract import extract
-from .steps.files import list_tree, write_json
+from .steps.files import hardlink_or_copy, list_tree, write_json
 from .steps.universal import universal_tree
 
 # Bump when a step's implementation changes what it produces, so outputs are rebuilt.
@@ -89,9 +89,10 @@ class LegNodes:
     plan: Plan
     engine: Engine
     dirs: LegDirs
-    archive: Any = None
+    archive: Any = None  # in the leg's build dir
     verify: Any = None
     smoke: Any = None
+    published: Any = None  # in dist/
 
 
 class Graph:
@@ -262,7 +263,7 @@ class Graph:
         for input_id in leg.inputs:
             input_leg = self.matrix.leg(input_id)
             if self.settings.inputs == "build" and self.host.can_build(input_leg):
-                input_archives.append(self.add_leg(input_leg).archive)
+                input_archives.append(self.add_leg(input_leg).published)
                 continue
             archive = self.dist / plan_leg(input_leg, self._engine(input_leg), self.matrix).archive
             if not archive.is_file():
@@ -279,12 +280,14 @@ class Graph:
         return nodes
 
     def _finish(self, nodes: LegNodes, staged: Any) -> None:
+        """archive -> verify -> smoke in the leg's build dir, then publish into dist/: an
+        archive reaches dist/ only once it is verified and smoke-tested (or recorded not run)."""
         plan, leg, dirs = nodes.plan, nodes.plan.leg, nodes.dirs
         steps_dir = dirs.logs.parent / "steps"
         name = plan.archive if self.settings.format == "zip" else plan.archive[:-4] + "." + self.settings.format
-        archive = self.dist / name
+        built = dirs.logs.parent / "archive" / name
         archive_nodes = self._command(
-            [str(archive), str(archive) + ".sha256", str(archive) + ".json"],
+            [str(built), str(built) + ".sha256", str(built) + ".json"],
             [staged, self._value("archive", {"format": self.settings.format, "leg": leg,
                                              "engine": _engine_record(nodes.engine), "patches": plan.patches})],
             "archive", leg.id, name)
@@ -298,7 +301,11 @@ class Graph:
             smoke_sources += self.env.Glob(str(self.root / plan.smoke.project / "*"))
         nodes.smoke = self._command(str(steps_dir / "smoke.json"), smoke_sources, "smoke", leg.id, name)
         nodes.verify = verify
-        self.env.Alias(leg.id, nodes.smoke)
+        published = self.dist / name
+        publish = self._command([str(published), str(published) + ".sha256", str(published) + ".json"],
+                                [*archive_nodes, verify, nodes.smoke], "publish", leg.id, f"dist/{name}")
+        nodes.published = publish[0]
+        self.env.Alias(leg.id, publish)
 
 
 def settings_environment(settings: Settings) -> dict[str, str]:
@@ -377,7 +384,7 @@ def _do_fetch(target: Path, leg_id: str) -> None:
                                  lock=settings.lock or bool(origin)))
     if settings.lock and not origin and not download.sha256:
         record_pin(graph.matrix.engines[engine_name].root / "engine.toml", download.filename, fetched.sha256)
-    write_json(target, {"name": download.name, "url": download.url, "origin": fetched.origin,
+    write_json(target, {"name": download.name, "url": download.url, "origin": fetched.origin, "override": origin,
                         "filename": download.filename, "sha256": fetched.sha256, "path": str(fetched.path)})
 
 
@@ -399,8 +406,8 @@ def _git_checkout(graph: Graph, download: Download, origin: str, target: Path) -
     commit = os.popen(f"git -C '{dest}' rev-parse HEAD").read().strip()
     if download.commit and commit != download.commit:
         raise RuntimeError(f"{download.url} {download.ref} is {commit}, but the pin says {download.commit}")
-    write_json(target, {"name": download.name, "url": download.url, "origin": url, "ref": download.ref,
-                        "commit": commit, "path": str(dest)})
+    write_json(target, {"name": download.name, "url": download.url, "origin": url, "override": origin,
+                        "ref": download.ref, "commit": commit, "path": str(dest)})
 
 
 def _git_mirror(mirrors: tuple[str, ...], download: Download) -> str:
@@ -548,25 +555,41 @@ def _do_archive(target: Path, leg_id: str) -> None:
     nodes = REGISTRY.legs[leg_id]
     graph = _graph_of(leg_id)
     dirs = nodes.dirs
-    scratch = dirs.logs.parent / "archive"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    built = scratch / target.name
-    fmt = graph.settings.format
-    archive_step.write_archive(dirs.stage, built, fmt)
-    archive_step.sha256_sidecar(built)
-    sources = [_read(p) for p in dirs.downloads.values() if Path(p).is_file()]
+    archive_step.write_archive(dirs.stage, target, graph.settings.format)
+    archive_step.sha256_sidecar(target)
+    sources = [_source_record(_read(p)) for p in dirs.downloads.values() if Path(p).is_file()]
     steps = {p.stem: _read(p) for p in sorted((dirs.logs.parent / "steps").glob("*.json"))
              if p.stem in ("build", "stage", "merge")}
-    record = manifest_step.archive_manifest(nodes.plan, nodes.engine, built, dirs.stage, sources, steps,
+    record = manifest_step.archive_manifest(nodes.plan, nodes.engine, target, dirs.stage, sources, steps,
                                             _tool_versions("cmake", "ninja", "c++"))
-    write_json(scratch / (target.name + ".json"), record)
-    # dist/ only ever receives complete files: each is renamed in, the archive last.
-    graph.dist.mkdir(parents=True, exist_ok=True)
+    write_json(target.with_name(target.name + ".json"), record)
+
+
+def _source_record(fetched: Mapping[str, Any]) -> dict[str, Any]:
+    """What the manifest says about a download: where it is pinned, what bytes were used,
+    and an origin only when the command line replaced the upstream one (no local paths
+    of the cache or mirrors: the same bytes give the same manifest)."""
+    keys = ("name", "url", "filename", "sha256", "ref", "commit")
+    record = {k: fetched[k] for k in keys if fetched.get(k)}
+    if fetched.get("override"):
+        record["origin"] = fetched["override"]
+    return record
+
+
+def _do_publish(target: Path, leg_id: str) -> None:
+    """Link the verified archive and its sidecars into dist/, each by an atomic rename,
+    the archive last: dist/ never holds a partial or unverified file."""
+    nodes = REGISTRY.legs[leg_id]
+    built = Path(nodes.archive.abspath)
+    target.parent.mkdir(parents=True, exist_ok=True)
     for suffix in (".json", ".sha256", ""):
-        os.replace(scratch / (target.name + suffix), graph.dist / (target.name + suffix))
-    print(f"[archive] dist/{target.name}: {target.stat().st_size / 1e6:.1f} MB, {len(record['files'])} files",
-          flush=True)
+        source = built.with_name(built.name + suffix)
+        temp = built.with_name(f".publish-{built.name}{suffix}")
+        temp.unlink(missing_ok=True)
+        hardlink_or_copy(source, temp)
+        os.replace(temp, target.with_name(target.name + suffix))
+    files = len(_read(built.with_name(built.name + ".json"))["files"])
+    print(f"[publish] dist/{target.name}: {target.stat().st_size / 1e6:.1f} MB, {files} files", flush=True)
 
 
 def _do_verify(target: Path, leg_id: str) -> None:
@@ -597,6 +620,7 @@ def _do_smoke(target: Path, leg_id: str) -> None:
 ACTIONS: dict[str, Callable[[Path, str], None]] = {
     "fetch": _do_fetch, "extract": _do_extract, "patch": _do_patch, "build": _do_build, "stage": _do_stage,
     "merge": _do_merge, "archive": _do_archive, "verify": _do_verify, "smoke": _do_smoke,
+    "publish": _do_publish,
 }
 
 GRAPH: list[Graph] = []
@@ -607,7 +631,7 @@ def declare(env: Any, root: Path, invocation: Invocation, matrix: Matrix, host: 
     GRAPH[:] = [graph]
     for plan in invocation.plans:
         graph.add_leg(plan.leg)
-    scons.Default([nodes.smoke for plan in invocation.plans for nodes in [graph.legs[plan.leg.id]]])
+    scons.Default([graph.legs[plan.leg.id].published for plan in invocation.plans])
     return graph
 
 

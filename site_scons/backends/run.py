@@ -196,7 +196,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
     status = StatusLine(label, stream, echo)
     started = time.monotonic()
 
-    with open(log, "a", encoding="utf-8", errors="replace", newline="\n") as log_file:
+    with open(log, "a", encoding="utf-8", errors="replace", newline="\n", buffering=1) as log_file:
         log_file.write(_log_header(argv, cwd, full_env, label))
         log_file.flush()
         program = _resolve_program(str(argv[0]), full_env)

@@ -62,12 +62,15 @@ def test_archive_layout_and_curation(cpu):
     assert not [n for n in infos if n.endswith(("coreml_provider_factory.h", "dml_provider_factory.h"))]
 
 
-def test_manifest_records_the_mirror_and_pin(cpu):
+def test_manifest_records_the_pinned_source(cpu):
     scons, *_ = cpu
     manifest = json.loads((scons.project / "dist" / (ARCHIVE + ".json")).read_text())
     source = manifest["sources"][0]
     assert source["filename"] == "onnxruntime-linux-x64-1.26.0.tgz"
-    assert source["sha256"] and "mirror" in source["origin"]
+    assert source["url"].startswith("https://github.com/microsoft/onnxruntime/releases/download/v1.26.0/")
+    pin = (scons.project / "engines/onnxruntime/engine.toml").read_text()
+    assert f'"onnxruntime-linux-x64-1.26.0.tgz" = "{source["sha256"]}"' in pin
+    assert "path" not in source and "origin" not in source  # a mirror is transport: the bytes are pinned
 
 
 def test_rerun_is_a_no_op(cpu):

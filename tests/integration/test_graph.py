@@ -149,7 +149,7 @@ def test_patch_edit_reruns_only_the_patched_leg_from_patch_on(project_factory):
     run = _ok(scons(project, "engine=fixsrc", "flavor=all"))
 
     assert [line.split()[0] for line in run.step_lines()] == \
-        ["[patch]", "[build]", "[stage]", "[archive]", "[verify]", "[smoke]"], str(run)
+        ["[patch]", "[build]", "[stage]", "[archive]", "[verify]", "[smoke]", "[publish]"], str(run)
     assert all(GPU_LEG in line or fixsrc_archive(GPU_LEG) in line or line.startswith("[patch]")
                for line in run.step_lines())
     changed = fixtures.changed(before, fixtures.step_manifests(project))
