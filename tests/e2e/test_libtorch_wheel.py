@@ -70,6 +70,6 @@ def test_strip_rule_change_reruns_stage_to_archive_only(built):
         rerun = scons(*args)
     finally:
         recipe.write_text(original)
-    assert scons.steps_run(rerun) == ["stage", "archive", "verify", "smoke"]
+    assert scons.steps_run(rerun) == ["stage", "archive", "verify", "smoke", "publish"]
     with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
         assert not [n for n in archive.namelist() if n.startswith("bin/protoc")]
