@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -177,7 +178,8 @@ def _archive(leg: dict[str, Any]) -> str:
 def _matrix(tmp_path: Path) -> Path:
     entries = [{"id": leg["id"], "engine": "onnxruntime", "platform": leg["platform"], "kind": leg["kind"],
                 "config": "release", "flavor": leg.get("flavor", "cpu"), "publish": leg["publish"],
-                "needs": leg["needs"], "archive": _archive(leg)} for leg in LEGS]
+                "needs": leg["needs"], "archive": _archive(leg), "experimental": leg.get("experimental", False)}
+               for leg in LEGS]
     path = tmp_path / "ci-matrix.json"
     path.write_text(json.dumps({"include": entries}))
     return path
@@ -259,6 +261,20 @@ def test_missing_leg_leaves_a_draft_and_names_it(github: FakeGitHub, tmp_path: P
     assert record["draft"] is True
     assert "onnxruntime-windows-x86_64-cuda-shared" in record["body"]
     assert "onnxruntime-1.26.0-Windows-x86_64-cuda-shared.zip" not in github.asset_names(TAG)
+
+
+def test_missing_experimental_leg_does_not_hold_the_release(github: FakeGitHub, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    experimental = "onnxruntime-windows-x86_64-cuda-shared"
+    monkeypatch.setattr(sys.modules[__name__], "LEGS",
+                        [{**leg, "experimental": leg["id"] == experimental} for leg in LEGS])
+    for leg in LEGS:
+        if leg["id"] != experimental:
+            _build(tmp_path / "dist", leg)
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 0, out
+    assert github.release(TAG)["draft"] is False
 
 
 def test_rerun_after_failure_publishes_without_duplicates(github: FakeGitHub, tmp_path: Path,
