@@ -109,6 +109,7 @@ class Graph:
         self.environ = {**os.environ, **settings_environment(invocation.settings)}
         self.legs: dict[str, LegNodes] = {}
         self._fetch_nodes: dict[str, tuple[Any, Path]] = {}
+        self._action = env.Action(_dispatch, "[$GRAPH_STEP] $GRAPH_DESCRIBE")
         self._tree_nodes: dict[str, tuple[Any, Path]] = {}
 
     # -- helpers ---------------------------------------------------------------------
@@ -116,8 +117,9 @@ class Graph:
         return self.env.Value(canonical({"step": name, "step_version": STEP_VERSION, **_as_dict(payload)}))
 
     def _command(self, target: Any, sources: list[Any], step: str, leg_id: str, describe: str) -> Any:
-        action = self.env.Action(_dispatch, f"[{step}] {describe}")
-        nodes = self.env.Command(target, sources, action, GRAPH_STEP=step, GRAPH_LEG=leg_id)
+        # One shared action: its signature is the dispatcher's, the step's settings are in its Value.
+        nodes = self.env.Command(target, sources, self._action, GRAPH_STEP=step, GRAPH_LEG=leg_id,
+                                 GRAPH_DESCRIBE=describe)
         self.env.NoCache(nodes)
         return nodes
 
