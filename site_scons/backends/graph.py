@@ -109,7 +109,7 @@ class Graph:
         self.environ = {**os.environ, **settings_environment(invocation.settings)}
         self.legs: dict[str, LegNodes] = {}
         self._fetch_nodes: dict[str, tuple[Any, Path]] = {}
-        self._action = env.Action(_dispatch, "[$GRAPH_STEP] $GRAPH_DESCRIBE")
+        self._action = env.Action(_dispatch, strfunction=_describe)
         self._tree_nodes: dict[str, tuple[Any, Path]] = {}
 
     # -- helpers ---------------------------------------------------------------------
@@ -346,6 +346,10 @@ REGISTRY = _Registry()
 
 
 # -- actions ------------------------------------------------------------------------------
+
+def _describe(target: list[Any], source: list[Any], env: Any) -> str:
+    return f"[{env['GRAPH_STEP']}] {env['GRAPH_DESCRIBE']}"
+
 
 def _dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
     step, leg_id = env["GRAPH_STEP"], env["GRAPH_LEG"]
