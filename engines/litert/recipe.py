@@ -10,6 +10,7 @@ from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Bundle, Command, Contract, CopyRule, Download, Plan, Smoke, frozen
 from backends.model import recipe_kit as kit
+from backends.steps.bazel_closure import COLLECT_STAR  # also written into the Android container's script
 
 ENVIRONMENT_HEADER = "include/litert/c/litert_environment.h"
 BUILD_CONFIG_HEADER = "include/litert/build_common/build_config.h"
@@ -80,20 +81,6 @@ CLOSURE_NOTE = (
     "dropped one), fails with 'ERROR: no static archives materialised for <target>' when none remain, "
     "and writes their absolute paths one a line (what the bundle step reads)"
 )
-# The same collector, for the Android container (this project's package is not mounted there).
-COLLECT_STAR = """def format(target):
-    ps = providers(target)
-    cc = ps.get("CcInfo") if ps else None
-    if cc == None:
-        return ""
-    out = []
-    for li in cc.linking_context.linker_inputs.to_list():
-        for lib in li.libraries:
-            for f in [lib.pic_static_library, lib.static_library]:
-                if f != None:
-                    out.append(f.path)
-    return "\\n".join(out)
-"""
 IMPORT_LIB_NOTE = (
     "fixup import-lib: dumps the DLL's exports and writes the import library with lib.exe/llvm-lib "
     "/machine; its .def stays outside the stage (upstream shipped LiteRt.def, spec §8.4)"

@@ -271,14 +271,6 @@ def test_collect_fails_when_nothing_was_materialised(fake_bazel: Path, tmp_path:
     assert not (tmp_path / "c.txt").exists()
 
 
-def test_collector_matches_the_litert_recipe_copy() -> None:
-    spec = importlib.util.spec_from_file_location("litert_recipe_for_test", ROOT / "engines/litert/recipe.py")
-    assert spec is not None and spec.loader is not None
-    recipe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recipe)
-    assert recipe.COLLECT_STAR == bazel_closure.COLLECT_STAR
-
-
 # --- podspec ---------------------------------------------------------------------------
 
 TARBALL = "TensorFlowLiteC-2.17.0.tar.gz"

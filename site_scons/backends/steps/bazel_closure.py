@@ -25,8 +25,8 @@ from pathlib import Path
 
 from backends.steps.files import atomic_write_text
 
-# The same collector as engines/litert/recipe.py COLLECT_STAR (that copy is written into
-# the Android container's script, where this package is not available): keep them equal.
+# The LiteRT recipe also writes this collector into the Android container's build script,
+# where this package is not available.
 COLLECT_STAR = """def format(target):
     ps = providers(target)
     cc = ps.get("CcInfo") if ps else None
