@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import inputs  # noqa: E402
 from scratch import REPO, Scons, scratch_project  # noqa: E402

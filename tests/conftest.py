@@ -4,3 +4,4 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "site_scons"))
+sys.path.insert(0, str(ROOT / "tests"))  # shared helpers: scratch.py

@@ -1,5 +1,5 @@
 """End-to-end legs: the real recipes on real engine binaries from the package registries,
-run by `scons` in a scratch copy of the project (see scratch.py)."""
+run by `scons` in a scratch copy of the project (see tests/scratch.py)."""
 from __future__ import annotations
 
 import os

@@ -283,6 +283,16 @@ def test_add_pte_json_matches_add_pte() -> None:
     assert pte[4:8] == b"ET12", "not an ExecuTorch program (flatbuffer identifier)"
 
 
+def test_add_pte_was_exported_at_the_executorch_pin() -> None:
+    """The .pte format follows ExecuTorch's version: re-run export_add.py when the pin moves."""
+    import tomllib
+
+    pin = tomllib.loads((SMOKE.parent / "engines" / "executorch" / "engine.toml").read_text())["version"]
+    info = json.loads((SMOKE / "executorch" / "add.pte.json").read_text())
+    assert info["executorch"] == pin, (f"smoke/executorch/add.pte was exported with executorch {info['executorch']}, "
+                                       f"the pin is {pin}: run smoke/executorch/export_add.py")
+
+
 # --------------------------------------------------------------------------- ExecuTorch static-install shape (fixture)
 
 
