@@ -18,4 +18,4 @@ if ! command -v npm >/dev/null; then
   $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 python3 -m pip install -q --disable-pip-version-check -r requirements.txt
-echo "setup: $(scons --version | sed -n 's/^\s*SCons: v\?//p' | head -1) $(cmake --version | head -1)"
+echo "setup: SCons $(python3 -c "import SCons; print(SCons.__version__)"), $(cmake --version | head -1)"

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import shutil
-import sys
+import subprocess
 import time
 import traceback
 from pathlib import Path
@@ -373,12 +373,8 @@ def _signature(source: list[Any]) -> str:
     return hashlib.sha256("\0".join(str(node.get_csig()) for node in source).encode()).hexdigest()
 
 
-def _graph_for_fetch(target: Path) -> tuple[Graph, str, Download, str]:
-    return REGISTRY.fetches[str(target)]
-
-
 def _do_fetch(target: Path, leg_id: str) -> None:
-    graph, engine_name, download, origin = _graph_for_fetch(target)
+    graph, engine_name, download, origin = REGISTRY.fetches[str(target)]
     if download.kind == "git":
         _git_checkout(graph, download, origin, target)
         return
@@ -409,7 +405,8 @@ def _git_checkout(graph: Graph, download: Download, origin: str, target: Path) -
         argv += ["--recurse-submodules", "--shallow-submodules"]
     run([*argv, url, str(dest)], env=limited_env({}), cwd=graph.build_root, log=target.with_suffix(".log"),
         label=f"git {download.filename}")
-    commit = os.popen(f"git -C '{dest}' rev-parse HEAD").read().strip()
+    commit = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()
     if download.commit and commit != download.commit:
         raise RuntimeError(f"{download.url} {download.ref} is {commit}, but the pin says {download.commit}")
     write_json(target, {"name": download.name, "url": download.url, "origin": url, "override": origin,
@@ -460,9 +457,7 @@ def _format_of(name: str) -> str | None:
 def _do_patch(target: Path, leg_id: str) -> None:
     origin_manifest, scripts, dest, _node = REGISTRY.trees[str(target)]
     record = _read(origin_manifest)
-    origin = Path(record.get("path") or record["root"])
-    if "root" in record:
-        origin = Path(record["root"])
+    origin = Path(record["root"] if "root" in record else record["path"])
     # An extraction's (root) copy is tree/, a checkout's keeps its leaf name (see add_leg).
     tree = dest / "tree" if "root" in record else dest / origin.name
     outcomes = source_step.prepare_tree(origin, tree, scripts)
@@ -482,7 +477,7 @@ def _resolved_dirs(nodes: LegNodes) -> LegDirs:
 
 def _do_build(target: Path, leg_id: str) -> None:
     nodes = REGISTRY.legs[leg_id]
-    graph = _graph_of(leg_id)
+    graph = _graph()
     dirs = _resolved_dirs(nodes)
     plan = nodes.plan
     if plan.private_source:
@@ -506,13 +501,13 @@ def _shared_src(nodes: LegNodes) -> Path:
     return Path(_read(nodes.dirs.extracts[download.name])["root"])
 
 
-def _graph_of(leg_id: str) -> Graph:
+def _graph() -> Graph:
     return GRAPH[0]
 
 
 def _do_stage(target: Path, leg_id: str) -> None:
     nodes = REGISTRY.legs[leg_id]
-    graph = _graph_of(leg_id)
+    graph = _graph()
     dirs = _resolved_dirs(nodes)
     result = stage_step.stage(nodes.plan, dirs, graph.environ)
     if nodes.plan.fixups:
@@ -525,7 +520,7 @@ def _do_stage(target: Path, leg_id: str) -> None:
 
 def _do_merge(target: Path, leg_id: str) -> None:
     nodes = REGISTRY.legs[leg_id]
-    graph = _graph_of(leg_id)
+    graph = _graph()
     leg, dirs = nodes.plan.leg, nodes.dirs
     unpacked = []
     for input_id in leg.inputs:
@@ -559,7 +554,7 @@ def _android_bundle(leg: Leg, unpacked: list[Path], stage: Path) -> list[str]:
 
 def _do_archive(target: Path, leg_id: str) -> None:
     nodes = REGISTRY.legs[leg_id]
-    graph = _graph_of(leg_id)
+    graph = _graph()
     dirs = nodes.dirs
     archive_step.write_archive(dirs.stage, target, graph.settings.format)
     archive_step.sha256_sidecar(target)
@@ -600,7 +595,7 @@ def _do_publish(target: Path, leg_id: str) -> None:
 
 def _do_verify(target: Path, leg_id: str) -> None:
     nodes = REGISTRY.legs[leg_id]
-    graph = _graph_of(leg_id)
+    graph = _graph()
     archive = nodes.archive.abspath
     result = verify_step.verify(Path(archive), nodes.plan.contract, nodes.engine.version, str(graph.build_root))
     write_json(target, result)
@@ -608,7 +603,7 @@ def _do_verify(target: Path, leg_id: str) -> None:
 
 def _do_smoke(target: Path, leg_id: str) -> None:
     nodes = REGISTRY.legs[leg_id]
-    graph = _graph_of(leg_id)
+    graph = _graph()
     plan, leg = nodes.plan, nodes.plan.leg
     mode = graph.host.run_mode(leg)
     if plan.smoke is None:
@@ -641,4 +636,3 @@ def declare(env: Any, root: Path, invocation: Invocation, matrix: Matrix, host: 
     return graph
 
 
-__all__ = ["declare", "Graph", "canonical", "sys"]

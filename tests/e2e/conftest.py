@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scratch import REPO, Scons, scratch_project  # noqa: E402,F401
+from scratch import REPO  # noqa: E402
 
 
 @pytest.fixture(scope="session")

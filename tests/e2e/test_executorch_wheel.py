@@ -15,7 +15,7 @@ import pytest
 import inputs
 from backends.pins import record_pin
 from backends.steps.files import sha256_file
-from conftest import Scons, scratch_project
+from scratch import Scons, scratch_project
 
 pytestmark = [pytest.mark.e2e]
 

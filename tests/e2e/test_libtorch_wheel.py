@@ -13,7 +13,7 @@ import zipfile
 import pytest
 
 import inputs
-from conftest import Scons, scratch_project
+from scratch import Scons, scratch_project
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 LEG = "libtorch-linux-x86_64-shared"

@@ -1,7 +1,6 @@
 """Post-stage fixups: relocatable CMake configs, import libraries, generated headers."""
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -5,7 +5,6 @@ scripts; no test ever runs apt)."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import json
 import os

@@ -10,7 +10,7 @@ from ..model.plan import Bundle, CopyRule, Plan
 from .bundle import filter_libs, merge_static, object_format
 from .context import LegDirs, expand
 from .files import hardlink_or_copy
-from .globs import find, matches_any, static_prefix
+from .globs import find, matches_any
 
 
 class StageError(RuntimeError):
