@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 
 import SCons.Script as scons
 from SCons.Errors import BuildError
+from SCons.Node.FS import File as FSFile
 
 from . import sign, toolchain
 from .frontend import Invocation, Settings
@@ -627,7 +628,22 @@ ACTIONS: dict[str, Callable[[Path, str], None]] = {
 GRAPH: list[Graph] = []
 
 
+# Files above this size are re-hashed only when their mtime changed; smaller ones always.
+LARGE_FILE = 1 << 20
+
+
+def decide(dependency: Any, target: Any, prev_ni: Any, repo_node: Any = None) -> bool:
+    """SCons' content-timestamp decider compares whole-second mtimes (SCons#2980), so a
+    manifest rewritten within the same second as its last build would look unchanged and
+    the next step would not rerun. Manifests and settings are small: compare their content
+    always; large inputs (archives, wheels) by mtime first, then content."""
+    if isinstance(dependency, FSFile) and (dependency.getsize() or 0) > LARGE_FILE:
+        return dependency.changed_timestamp_then_content(target, prev_ni, repo_node)
+    return dependency.changed_content(target, prev_ni, repo_node)
+
+
 def declare(env: Any, root: Path, invocation: Invocation, matrix: Matrix, host: Host) -> Graph:
+    env.Decider(decide)
     graph = Graph(env, root, invocation, matrix, host)
     GRAPH[:] = [graph]
     for plan in invocation.plans:
