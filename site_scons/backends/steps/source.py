@@ -118,8 +118,12 @@ def prepare_tree(origin: Path, dest: Path, scripts: list[Path]) -> list[PatchOut
     temp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(temp, ignore_errors=True)
     temp.mkdir(parents=True)
-    copy_tree(origin, temp)
-    outcomes = [apply_patch(temp, script) for script in scripts]
+    try:
+        copy_tree(origin, temp)
+        outcomes = [apply_patch(temp, script) for script in scripts]
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
     shutil.rmtree(dest, ignore_errors=True)
     temp.replace(dest)
     return outcomes
