@@ -41,6 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "site_scons"))
+
+from backends.model.leg import archive_stem  # noqa: E402  (the one naming function)
+from backends.model.vocab import FLAVORS, canonical_platform  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 FIXSRC_VERSION = "1.4.2"
 FIXBIN_VERSION = "2.0.1"
@@ -823,10 +828,16 @@ def changed(before: dict[str, int], after: dict[str, int]) -> set[str]:
 
 
 def archive_name(libname: str, version: str, leg_id: str) -> str:
-    """`<libname>-<version>-<OS>-<arch>[-flavor]-<kind>[-debug].zip` for a Linux fixture leg id."""
-    _engine, rest = leg_id.split("-linux-", 1)
-    arch, *tail = rest.split("-", 1)
-    return f"{libname}-{version}-Linux-{arch}-{tail[0]}.zip" if tail else f"{libname}-{version}-Linux-{arch}.zip"
+    """The project's one naming function, applied to a fixture leg id."""
+    engine, rest = leg_id.split("-", 1)
+    tokens = rest.split("-")
+    config = "debug" if tokens[-1] == "debug" else "release"
+    if config == "debug":
+        tokens.pop()
+    kind = tokens.pop()
+    flavor = tokens.pop() if tokens[-1] in FLAVORS else "cpu"
+    platform = canonical_platform("-".join(tokens))
+    return archive_stem(libname, version, platform, flavor, kind, config) + ".zip"
 
 
 def fixsrc_archive(leg_id: str) -> str:
