@@ -31,7 +31,7 @@ from .model.leg import Leg
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
 from .model.recipes import leg_engine, plan_leg
-from .pins import record_pin
+from .pins import record_commit, record_pin
 from .steps import archive as archive_step
 from .steps import fetch as fetch_step
 from .steps import manifest as manifest_step
@@ -377,7 +377,7 @@ def _signature(source: list[Any]) -> str:
 def _do_fetch(target: Path, leg_id: str) -> None:
     graph, engine_name, download, origin = REGISTRY.fetches[str(target)]
     if download.kind == "git":
-        _git_checkout(graph, download, origin, target)
+        _git_checkout(graph, engine_name, download, origin, target)
         return
     settings = graph.settings
     fetched = fetch_step.fetch(
@@ -391,7 +391,7 @@ def _do_fetch(target: Path, leg_id: str) -> None:
                         "filename": download.filename, "sha256": fetched.sha256, "path": str(fetched.path)})
 
 
-def _git_checkout(graph: Graph, download: Download, origin: str, target: Path) -> None:
+def _git_checkout(graph: Graph, engine_name: str, download: Download, origin: str, target: Path) -> None:
     from .run import limited_env, run
 
     dest = target.with_suffix("") / _leaf(download)
@@ -410,6 +410,8 @@ def _git_checkout(graph: Graph, download: Download, origin: str, target: Path) -
                             text=True).stdout.strip()
     if download.commit and commit != download.commit:
         raise RuntimeError(f"{download.url} {download.ref} is {commit}, but the pin says {download.commit}")
+    if not download.commit and not origin:
+        record_commit(graph.matrix.engines[engine_name].root / "engine.toml", download.name, commit)
     write_json(target, {"name": download.name, "url": download.url, "origin": url, "override": origin,
                         "ref": download.ref, "commit": commit, "path": str(dest)})
 

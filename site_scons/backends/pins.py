@@ -18,3 +18,20 @@ def record_pin(engine_toml: Path, filename: str, sha256: str) -> None:
     table = pattern.sub(line, table) if pattern.search(table) else table.rstrip("\n") + f"\n{line}\n"
     atomic_write_text(engine_toml, head + "[sha256]" + table)
     print(f"[lock] recorded {filename} sha256 {sha256} in {engine_toml}; commit it", flush=True)
+
+
+def record_commit(engine_toml: Path, source: str, commit: str) -> None:
+    """Set `commit = "<sha>"` in the `[sources.<source>]` table (`lock=1` on a git source)."""
+    text = engine_toml.read_text()
+    header = f"[sources.{source}]"
+    start = text.find(header)
+    if start < 0:
+        raise ValueError(f"{engine_toml} has no {header} table")
+    end = text.find("\n[", start + len(header))
+    end = len(text) if end < 0 else end
+    table = text[start:end]
+    line = f'commit = "{commit}"'
+    pattern = re.compile(r'^commit\s*=\s*"[^"]*"[^\n]*$', re.MULTILINE)
+    table = pattern.sub(line, table, count=1) if pattern.search(table) else table.rstrip("\n") + f"\n{line}\n"
+    atomic_write_text(engine_toml, text[:start] + table + text[end:])
+    print(f"[lock] recorded {source} commit {commit} in {engine_toml}; commit it", flush=True)

@@ -62,3 +62,4 @@ def test_import_lib_from_dll_exports(tmp_path):
     listing = subprocess.run([find_tool("llvm-nm"), str(out)], capture_output=True, text=True, check=True).stdout
     assert "__imp_eng_add" in listing
     assert not list(tmp_path.glob("*.def"))
+
