@@ -279,6 +279,7 @@ def _desktop_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         leg=leg, version=engine.version, archive=archive,
         downloads=_downloads(leg, engine),
         patches=kit.patches_for(engine, leg),
+        compiler_cache=leg.os != "windows",  # sccache and MSVC's /Fd PDB handling clash (spec §2.4)
         env=frozen(_plan_env(leg)),
         build=tuple(_desktop_build(leg, engine)),
         collect=tuple(_collect(leg)),

@@ -54,10 +54,16 @@ def _contract(leg: Leg) -> Contract:
     if leg.flavor == "cuda":
         required += CUDA_LIBRARIES[leg.os]
         forbidden += nvidia_redistributables(leg.os)
+    if leg.platform == "linux-aarch64":
+        required.append("lib/libarm_compute.so")  # consumers get undefined arm_compute::* without it
+    # MPS is Metal: only the -gpu build's torch_cpu links the framework (CPU builds use USE_MPS=0).
+    metal = ((_main_library(leg), "Metal.framework"),) if leg.os == "macos" else ()
     return Contract(
         required=tuple(required),
         forbidden=tuple(forbidden),
         macho_archs=(leg.arch,) if leg.os == "macos" else (),
+        links=metal if "mps" in leg.accelerator else (),
+        no_links=() if "mps" in leg.accelerator else metal,
     )
 
 
@@ -122,12 +128,16 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     if leg.os == "linux":
         downloads.append(kit.git_source(engine, "acl"))
         build += _acl_commands()
-    build.append(Command("build_libtorch", ("{python}", "tools/build_libtorch.py"), env=env))
+    build += [
+        # Cached CMake variables are sticky: an environment change (BLAS, USE_MPS) would be ignored.
+        Command("fresh cache", ("cmake", "-E", "rm", "-f", "{src}/build/CMakeCache.txt")),
+        Command("build_libtorch", ("{python}", "tools/build_libtorch.py"), env=env),
+    ]
     collect = [CopyRule(f"{{src}}/torch/{d}/**", d, required=d != "bin") for d in PACKAGE_DIRS]
     fixups: list[Command] = []
     if leg.os == "linux":
         # Without these, consumers get undefined arm_compute::* / cblas_* symbols.
-        collect.append(CopyRule("{src:acl}/build/libarm_compute*.so", "lib"))
+        collect.append(CopyRule("{src:acl}/build/libarm_compute*.so", "lib", dereference=True))
         fixups += [
             Command("openblas", ("{python}", "-m", "backends.fixups", "copy-system-libs", "--ldconfig", "libopenblas",
                                  "{stage}/lib"), cwd="{stage}"),

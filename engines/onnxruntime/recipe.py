@@ -48,7 +48,7 @@ def _platform_args(leg: Leg, engine: Engine) -> tuple[list[str], list[str]]:
     args: list[str] = []
     extra: list[str] = []
     if leg.os == "macos":
-        ignore = HOMEBREW_PREFIXES + ";{env?:ORT_IGNORE_PATHS}"
+        ignore = HOMEBREW_PREFIXES + "{env?;:ORT_IGNORE_PATHS}"
         extra += [
             f"CMAKE_OSX_ARCHITECTURES={leg.arch}",
             f"CMAKE_OSX_DEPLOYMENT_TARGET={engine.pins['macos_deploy_target']}",

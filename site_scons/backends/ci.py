@@ -193,7 +193,8 @@ def _launcher(plan: Plan) -> str:
     """A compiler cache for CMake-driven builds: ccache, or sccache on Windows; none for
     MSVC Debug (its /Zi PDBs defeat sccache), emcc, Bazel, or legs that compile nothing."""
     leg = plan.leg
-    if not plan.build or leg.toolchain == "emscripten" or _uses_program(plan.build, "bazel", "bazelisk"):
+    if (not plan.build or not plan.compiler_cache or leg.toolchain == "emscripten"
+            or _uses_program(plan.build, "bazel", "bazelisk")):
         return ""
     if leg.os == "windows":
         return "" if leg.config == "debug" else "sccache"

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import time
 import traceback
 from pathlib import Path
@@ -34,6 +33,7 @@ from .model.recipes import leg_engine, plan_leg
 from .pins import record_commit, record_pin
 from .steps import archive as archive_step
 from .steps import fetch as fetch_step
+from .steps import git as git_step
 from .steps import manifest as manifest_step
 from .steps import smoke as smoke_step
 from .steps import source as source_step
@@ -392,22 +392,14 @@ def _do_fetch(target: Path, leg_id: str) -> None:
 
 
 def _git_checkout(graph: Graph, engine_name: str, download: Download, origin: str, target: Path) -> None:
-    from .run import limited_env, run
-
-    dest = target.with_suffix("") / _leaf(download)
     url = origin or _git_mirror(graph.settings.mirrors, download) or download.url
     if graph.settings.offline and not Path(url).exists():
         raise RuntimeError(f"offline: no mirror holds {download.filename}; put a clone at <mirror>/{download.filename}")
     if not download.commit and not graph.settings.lock:
         raise RuntimeError(f"{download.url} at {download.ref} has no commit pin; run with lock=1 to record one")
-    shutil.rmtree(target.with_suffix(""), ignore_errors=True)
-    argv = ["git", "clone", "--depth", "1", "--branch", download.ref]
-    if download.submodules:
-        argv += ["--recurse-submodules", "--shallow-submodules"]
-    run([*argv, url, str(dest)], env=limited_env({}), cwd=graph.build_root, log=target.with_suffix(".log"),
-        label=f"git {download.filename}")
-    commit = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], check=True, capture_output=True,
-                            text=True).stdout.strip()
+    dest = target.with_suffix("") / _leaf(download)
+    commit = git_step.checkout(url, download.ref, dest, submodules=download.submodules,
+                               log=target.with_suffix(".log"), label=f"git {download.filename}")
     if download.commit and commit != download.commit:
         raise RuntimeError(f"{download.url} {download.ref} is {commit}, but the pin says {download.commit}")
     if not download.commit and not origin:

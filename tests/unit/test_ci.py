@@ -265,7 +265,8 @@ def matrix():  # type: ignore[no-untyped-def]
     ("libtorch-linux-aarch64-shared", {"apt": "libopenblas-dev patchelf", "launcher": "ccache", "ndk": "false"}),
     ("litert-windows-arm64-shared", {"bazelisk": "true", "msvc_arch": "arm64", "launcher": ""}),
     ("tflite-windows-x86_64-static-debug", {"msvc_arch": "x64", "launcher": ""}),
-    ("executorch-windows-x86_64-static", {"msvc_arch": "x64", "launcher": "sccache"}),
+    ("executorch-windows-x86_64-static", {"msvc_arch": "x64", "launcher": ""}),  # sccache vs MSVC /Fd
+    ("onnxruntime-windows-x86_64-static", {"msvc_arch": "x64", "launcher": "sccache"}),
     ("onnxruntime-android-arm64-v8a-static", {"ndk": "true", "launcher": "ccache"}),
     ("onnxruntime-wasm-static", {"emsdk": "", "launcher": ""}),  # build.py brings its own emsdk
     ("libtorch-linux-x86_64-shared", {"launcher": "", "python_build_deps": "false", "apt": ""}),

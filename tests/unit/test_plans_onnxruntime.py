@@ -46,8 +46,8 @@ def test_macos_static_gpu_exact_command():
     plan = PLANS["onnxruntime-macos-arm64-gpu-static"]
     assert build_py(plan) == [BASE + ["--use_coreml", *COMMON, "CMAKE_OSX_ARCHITECTURES=arm64",
                                       "CMAKE_OSX_DEPLOYMENT_TARGET=11.0",
-                                      "CMAKE_IGNORE_PATH=/opt/homebrew;/usr/local;{env?:ORT_IGNORE_PATHS}",
-                                      "CMAKE_IGNORE_PREFIX_PATH=/opt/homebrew;/usr/local;{env?:ORT_IGNORE_PATHS}"]]
+                                      "CMAKE_IGNORE_PATH=/opt/homebrew;/usr/local{env?;:ORT_IGNORE_PATHS}",
+                                      "CMAKE_IGNORE_PREFIX_PATH=/opt/homebrew;/usr/local{env?;:ORT_IGNORE_PATHS}"]]
     assert [c.label for c in plan.build] == ["build.py", "re2"]
     assert [p.name for p in plan.patches] == ["coreml_proto_export", "coreml_proto_build_interface"]
     assert plan.bundle.output == "lib/libonnxruntime.a"

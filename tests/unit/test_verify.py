@@ -93,3 +93,19 @@ def test_oversized_archive_and_build_paths(tmp_path):
     assert any("over the" in p for p in problems)
     assert any("not relocatable" in p for p in problems)
     assert "the CMake config exports coremldelegate, which this flavor must not ship" in problems
+
+
+def test_linked_libraries_prove_an_accelerator_is_in_the_build(tmp_path):
+    """Like MPS in libtorch_cpu (Metal.framework), here with an ELF library that links libm."""
+    (tmp_path / "m.c").write_text("#include <math.h>\ndouble f(double x) { return cos(x); }\n")
+    lib = tmp_path / "libf.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "m.c"), "-lm"], check=True)
+    archive = tmp_path / "pkg.zip"
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.write(lib, "lib/libf.so")
+    Contract = type(contract("libtorch-macos-arm64-gpu-shared"))
+    assert check(archive, Contract(links=(("lib/libf.so", "libm.so"),)), "1.0.0") == []
+    assert check(archive, Contract(no_links=(("lib/libf.so", "libm.so"),)), "1.0.0") == \
+        ["lib/libf.so links libm.so, which this flavor must not ship"]
+    assert check(archive, Contract(links=(("lib/libf.so", "Metal.framework"),)), "1.0.0") == \
+        ["lib/libf.so does not link Metal.framework: the accelerator is not in this build"]

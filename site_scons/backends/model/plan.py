@@ -55,6 +55,7 @@ class CopyRule:
     dest: str
     rename: str = ""
     required: bool = True
+    dereference: bool = False  # copy what a symlink points to, not the link
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class Contract:
     symbols: tuple[tuple[str, str], ...] = ()  # (library glob, exported symbol)
     macho_archs: tuple[str, ...] = ()
     header_api: tuple[str, str] | None = None  # (header path, library glob): header API <= library's
+    links: tuple[tuple[str, str], ...] = ()  # (library glob, a needed library it must link)
+    no_links: tuple[tuple[str, str], ...] = ()  # (library glob, a needed library it must not link)
     cmake_targets: tuple[str, ...] = ()  # must be exported by the package's CMake config
     no_cmake_targets: tuple[str, ...] = ()
     relocatable: bool = True  # no build-tree paths in shipped CMake configs
@@ -108,6 +111,8 @@ class Plan:
     # Upstream builds that write into their source tree (PyTorch's build_libtorch.py) get a
     # private per-leg copy of it, so two legs never share objects.
     private_source: bool = False
+    # Whether CI may put a compiler cache launcher (ccache/sccache) into the upstream build.
+    compiler_cache: bool = True
 
     @property
     def steps(self) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-_SYMBOL = re.compile(r"\{([a-z_]+\??)(?::([^{}]*))?\}")
+_SYMBOL = re.compile(r"\{([a-z_]+\??;?)(?::([^{}]*))?\}")
 
 
 class ExpandError(ValueError):
@@ -56,6 +56,9 @@ def expand(text: str, dirs: LegDirs, environ: Mapping[str, str]) -> str | None:
             return environ[arg]
         if name == "env?":
             return environ.get(arg or "", "")
+        if name == "env?;":  # `;value` when set: an optional element of a CMake list
+            value = environ.get(arg or "", "")
+            return f";{value}" if value else ""
         if name == "jobs":
             return str(jobs_for(arg or ""))
         if name == "python":

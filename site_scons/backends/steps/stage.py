@@ -56,7 +56,9 @@ def collect(rules: tuple[CopyRule, ...], excludes: tuple[str, ...], dirs: LegDir
             target.parent.mkdir(parents=True, exist_ok=True)
             if target.exists() or target.is_symlink():
                 target.unlink()
-            if link:
+            if rule.dereference:
+                shutil.copy2(path.resolve(), target)
+            elif link:
                 hardlink_or_copy(path, target)
             elif path.is_symlink():
                 os.symlink(os.readlink(path), target)

@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..model.plan import Contract
 from .globs import matches, matches_any
-from .inspect import dll_exports, exported_symbols
+from .inspect import dll_exports, exported_symbols, needed_libraries
 from .universal import macho_archs
 
 _API_VERSION = re.compile(rb"#define\s+ORT_API_VERSION\s+(\d+)")
@@ -126,6 +126,16 @@ def _check_binaries(view: ArchiveView, contract: Contract, tmp: Path) -> list[st
             problems.append(f"no library {lib_pattern} to look for {symbol} in")
         elif symbol not in _symbols(_member_file(view, name, tmp)):
             problems.append(f"{name} does not export {symbol}")
+    for lib_pattern, needed in contract.links + contract.no_links:
+        name = _first(view, lib_pattern)
+        if name is None:
+            problems.append(f"no library {lib_pattern} to read the linked libraries of")
+            continue
+        linked = any(needed in dependency for dependency in needed_libraries(_member_file(view, name, tmp)))
+        if (lib_pattern, needed) in contract.links and not linked:
+            problems.append(f"{name} does not link {needed}: the accelerator is not in this build")
+        elif (lib_pattern, needed) in contract.no_links and linked:
+            problems.append(f"{name} links {needed}, which this flavor must not ship")
     if contract.macho_archs:
         wanted = sorted(contract.macho_archs)
         for name in view.names:
