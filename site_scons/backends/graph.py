@@ -12,7 +12,9 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -90,6 +92,7 @@ class LegNodes:
     plan: Plan
     engine: Engine
     dirs: LegDirs
+    source_manifest: Path | None = None  # names the tree the leg builds from (patched, checked out, extracted)
     archive: Any = None  # in the leg's build dir
     verify: Any = None
     smoke: Any = None
@@ -127,12 +130,11 @@ class Graph:
     def _engine(self, leg: Leg) -> Engine:
         return leg_engine(self.matrix, leg, self.settings.version or None)
 
-    def _leg_dirs(self, leg: Leg, plan: Plan, src: Path, extracts: dict[str, Path],
-                  downloads: dict[str, Path], sources: dict[str, Path]) -> LegDirs:
+    def _leg_dirs(self, leg: Leg, extracts: dict[str, Path], downloads: dict[str, Path],
+                  sources: dict[str, Path]) -> LegDirs:
+        """The leg's directories; `src` and the manifest-named tables resolve at run time."""
         base = self.build_root / "legs" / leg.id
-        if plan.private_source:
-            src = base / "src" / src.name
-        return LegDirs(src=src, build=base / "work", install=base / "install", stage=base / "stage",
+        return LegDirs(src=base / "src", build=base / "work", install=base / "install", stage=base / "stage",
                        logs=base / "logs", sources=sources, extracts=extracts, downloads=downloads)
 
     # -- fetch / extract / source -------------------------------------------------------
@@ -146,7 +148,8 @@ class Graph:
 
     def fetch(self, plan: Plan, download: Download) -> tuple[Any, Path]:
         origin = self._origin(plan, download)
-        key = short_hash(download, origin)
+        # Keyed without the pins: recording one (lock=1) must not move the download's files.
+        key = short_hash(download.name, download.kind, download.url, download.filename, download.ref, origin)
         if key in self._fetch_nodes:
             return self._fetch_nodes[key]
         kind = "git" if download.kind == "git" else "downloads"
@@ -198,7 +201,6 @@ class Graph:
         extracts: dict[str, Path] = {}
         downloads: dict[str, Path] = {}
         sources: dict[str, Path] = {}
-        src = Path()
         main_tree: tuple[Any, Path] | None = None
         for download in plan.downloads:
             fetch_node, fetch_manifest = self.fetch(plan, download)
@@ -214,20 +216,14 @@ class Graph:
             if download.name == "source":
                 main_tree = tree
             inputs.append(tree[0])
+        source_manifest = None
         if main_tree is not None:
+            source_manifest = main_tree[1]
             if plan.patches:
-                node, manifest = self.source_tree(plan, engine, *main_tree)
+                node, source_manifest = self.source_tree(plan, engine, *main_tree)
                 inputs.append(node)
-                # _do_patch writes a checkout's copy under its leaf name, an archive's under tree/.
-                src = manifest.with_suffix("") / (_leaf(plan.downloads[0]) if plan.downloads[0].kind == "git"
-                                                  else "tree")
-            elif plan.downloads[0].kind == "git":
-                src = main_tree[1].with_suffix("") / _leaf(plan.downloads[0])
-            else:
-                # The download's top-level directory (`roots`), like `{extract:source}`.
-                src = main_tree[1].with_suffix("") / ("root" if plan.downloads[0].roots else "tree")
-        dirs = self._leg_dirs(leg, plan, src, extracts, downloads, sources)
-        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs)
+        dirs = self._leg_dirs(leg, extracts, downloads, sources)
+        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs, source_manifest=source_manifest)
         self.legs[leg.id] = nodes
         REGISTRY.legs[leg.id] = nodes
         steps_dir = dirs.logs.parent / "steps"
@@ -236,7 +232,8 @@ class Graph:
             build = self._command(str(steps_dir / "build.json"),
                                   [*inputs, self._value("build", {"commands": plan.build, "env": plan.env,
                                                                   "private": plan.private_source,
-                                                                  "tools": self._build_tools()})],
+                                                                  "tools": self._build_tools(),
+                                                                  "environment": self._build_environment(plan)})],
                                   "build", leg.id, leg.id)
             self.env.Clean(build, [str(dirs.build), str(dirs.install)])
             previous = [build]
@@ -253,7 +250,18 @@ class Graph:
         return sign.applies_to(leg) and sign.will_sign(self.environ)
 
     def _build_tools(self) -> dict[str, str]:
-        return _tool_versions("cmake", "ninja", "cc", "c++")
+        return _tool_versions("cmake", "ninja", "cc", "c++", "cl", "clang", "bazelisk")
+
+    def _build_environment(self, plan: Plan) -> dict[str, str]:
+        """What the runner hands the build that changes its output: the toolchain's variables,
+        every `{env:X}` the commands read, and the interpreter `{python}` stands for."""
+        names = set(TOOLCHAIN_ENV)
+        for command in plan.build:
+            for text in (*command.argv, *command.env.values(), command.cwd):
+                names.update(ENV_SYMBOL.findall(text))
+        values = {name: self.environ.get(name, "") for name in sorted(names)}
+        values["{python}"] = f"{sys.executable} {sys.version.split()[0]}"
+        return values
 
     def _add_aggregate(self, leg: Leg, plan: Plan, engine: Engine) -> LegNodes:
         base = self.build_root / "legs" / leg.id
@@ -268,7 +276,8 @@ class Graph:
             if self.settings.inputs == "build" and self.host.can_build(input_leg):
                 input_archives.append(self.add_leg(input_leg).published)
                 continue
-            archive = self.dist / plan_leg(input_leg, self._engine(input_leg), self.matrix).archive
+            archive = self.dist / published_name(plan_leg(input_leg, self._engine(input_leg), self.matrix),
+                                                 self.settings.format)
             if not archive.is_file():
                 raise GraphError(f"{leg.id} needs {archive.relative_to(self.root)}: build {input_id} on "
                                  f"{input_leg.runner} (or download its CI artifact) into dist/")
@@ -287,12 +296,13 @@ class Graph:
         archive reaches dist/ only once it is verified and smoke-tested (or recorded not run)."""
         plan, leg, dirs = nodes.plan, nodes.plan.leg, nodes.dirs
         steps_dir = dirs.logs.parent / "steps"
-        name = plan.archive if self.settings.format == "zip" else plan.archive[:-4] + "." + self.settings.format
+        name = published_name(plan, self.settings.format)
         built = dirs.logs.parent / "archive" / name
         archive_nodes = self._command(
             [str(built), str(built) + ".sha256", str(built) + ".json"],
             [staged, self._value("archive", {"format": self.settings.format, "leg": leg,
-                                             "engine": _engine_record(nodes.engine), "patches": plan.patches})],
+                                             "engine": _engine_record(nodes.engine), "patches": plan.patches,
+                                             "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")})],
             "archive", leg.id, name)
         nodes.archive = archive_nodes[0]
         verify = self._command(str(steps_dir / "verify.json"),
@@ -301,7 +311,8 @@ class Graph:
         smoke_sources = [nodes.archive, verify, self._value("smoke", {
             "smoke": plan.smoke, "run_mode": self.host.run_mode(leg), "tools": _tool_versions("cmake", "c++")})]
         if plan.smoke:
-            smoke_sources += self.env.Glob(str(self.root / plan.smoke.project / "*"))
+            project = self.root / plan.smoke.project
+            smoke_sources += [self.env.File(str(p)) for p in sorted(project.rglob("*")) if p.is_file()]
         nodes.smoke = self._command(str(steps_dir / "smoke.json"), smoke_sources, "smoke", leg.id, name)
         nodes.verify = verify
         published = self.dist / name
@@ -309,6 +320,17 @@ class Graph:
                                 [*archive_nodes, verify, nodes.smoke], "publish", leg.id, f"dist/{name}")
         nodes.published = publish[0]
         self.env.Alias(leg.id, publish)
+
+
+# Variables whose values change what an upstream build produces (the allow-listed toolchain).
+TOOLCHAIN_ENV = ("DEVELOPER_DIR", "SDKROOT", "CUDA_HOME", "CUDA_PATH", "EMSDK", "ANDROID_NDK_HOME", "INCLUDE", "LIB",
+                 "VCToolsInstallDir", "WindowsSDKVersion", "CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER")
+ENV_SYMBOL = re.compile(r"\{env\??;?:([A-Za-z0-9_]+)\}")
+
+
+def published_name(plan: Plan, fmt: str) -> str:
+    """The archive's file name in the chosen format (plans name the zip)."""
+    return plan.archive if fmt == "zip" else plan.archive.removesuffix(".zip") + "." + fmt
 
 
 def settings_environment(settings: Settings) -> dict[str, str]:
@@ -387,7 +409,7 @@ def _do_fetch(target: Path, leg_id: str) -> None:
                                  lock=settings.lock or bool(origin)))
     if settings.lock and not origin and not download.sha256:
         record_pin(graph.matrix.engines[engine_name].root / "engine.toml", download.filename, fetched.sha256)
-    write_json(target, {"name": download.name, "url": download.url, "origin": fetched.origin, "override": origin,
+    write_json(target, {"name": download.name, "url": download.url, "override": origin,
                         "filename": download.filename, "sha256": fetched.sha256, "path": str(fetched.path)})
 
 
@@ -428,21 +450,15 @@ def _do_extract(target: Path, leg_id: str) -> None:
     download, fetch_manifest, dest = REGISTRY.extracts[str(target)]
     archive = _fetched_file(fetch_manifest)
     tree = dest / "tree"
+    for stale in dest.glob("tree.tmp-*"):  # left by a killed run
+        shutil.rmtree(stale, ignore_errors=True)
     entries = extract(archive, tree, fmt=_format_of(archive.name))
-    root = tree
-    for candidate in download.roots:
-        if (tree / candidate).is_dir():
-            root = tree / candidate
-            break
-    else:
-        if download.roots:
-            raise RuntimeError(f"{archive.name} has none of the top-level directories {', '.join(download.roots)}")
-    if root != tree:
-        link = dest / "root"
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(root.relative_to(dest))
-    write_json(target, {"archive": archive.name, "root": str(root), "entries": len(entries)})
+    root = next((tree / r for r in download.roots if (tree / r).is_dir()), tree)
+    if download.roots and root == tree:
+        raise RuntimeError(f"{archive.name} has none of the top-level directories {', '.join(download.roots)}")
+    # The bytes' identity makes this manifest change whenever they do, so every later step reruns.
+    write_json(target, {"archive": archive.name, "sha256": _read(fetch_manifest)["sha256"], "root": str(root),
+                        "entries": len(entries)})
 
 
 def _format_of(name: str) -> str | None:
@@ -458,16 +474,34 @@ def _do_patch(target: Path, leg_id: str) -> None:
     outcomes = source_step.prepare_tree(origin, tree, scripts)
     for outcome in outcomes:
         print(f"[patch] {outcome.describe()}", flush=True)
-    write_json(target, {"origin": str(origin), "path": str(tree),
-                        "patches": [dataclasses.asdict(o) for o in outcomes]})
+    write_json(target, {"origin": str(origin), "origin_id": record.get("sha256") or record.get("commit", ""),
+                        "path": str(tree), "patches": [dataclasses.asdict(o) for o in outcomes]})
+
+
+def _shared_src(nodes: LegNodes) -> Path | None:
+    """The tree the leg's source manifest names (patched, checked out or extracted)."""
+    if nodes.source_manifest is None:
+        return None
+    record = _read(nodes.source_manifest)
+    return Path(record["root"] if "root" in record else record["path"])
 
 
 def _resolved_dirs(nodes: LegNodes) -> LegDirs:
-    """Manifest paths in the plan's tables become the real files and trees they describe."""
+    """Manifest paths in the plan's tables become the real files and trees they describe;
+    an in-source build gets its private copy of the tree (see Plan.private_source)."""
     dirs = nodes.dirs
     extracts = {n: Path(_read(p)["root"]) for n, p in dirs.extracts.items()}
     downloads = {n: Path(_read(p)["path"]) for n, p in dirs.downloads.items()}
-    return dataclasses.replace(dirs, extracts=extracts, downloads=downloads)
+    shared = _shared_src(nodes)
+    src = dirs.src
+    if shared is not None:
+        src = dirs.src / shared.name if nodes.plan.private_source else shared
+    return dataclasses.replace(dirs, src=src, extracts=extracts, downloads=downloads)
+
+
+def _source_key(nodes: LegNodes) -> str:
+    """Changes whenever the leg's source tree does (new pin, new bytes, new patch set)."""
+    return short_hash(_read(nodes.source_manifest)) if nodes.source_manifest else ""
 
 
 def _do_build(target: Path, leg_id: str) -> None:
@@ -475,25 +509,13 @@ def _do_build(target: Path, leg_id: str) -> None:
     graph = _graph()
     dirs = _resolved_dirs(nodes)
     plan = nodes.plan
-    if plan.private_source:
-        shared = _shared_src(nodes)
-        upstream_step.private_copy(shared, dirs.src, short_hash(str(shared)))
+    key = _source_key(nodes)
+    if plan.private_source and (shared := _shared_src(nodes)) is not None:
+        upstream_step.private_copy(shared, dirs.src, key)
     ran = upstream_step.build(plan.build, plan.env, dirs, leg_id, graph.environ, graph.settings.verbose,
-                              graph.settings.heavy_jobs, graph.build_root / "locks")
-    write_json(target, {"leg": leg_id, "commands": ran, "signature": REGISTRY.signatures.get(str(target), "")})
-
-
-def _shared_src(nodes: LegNodes) -> Path:
-    for graph_tree in REGISTRY.trees.values():
-        if graph_tree[2] in nodes.dirs.src.parents:
-            return graph_tree[2]
-    plan = nodes.plan
-    download = plan.downloads[0]
-    fetch_manifest = nodes.dirs.downloads[download.name]
-    record = _read(fetch_manifest)
-    if download.kind == "git":
-        return Path(record["path"])
-    return Path(_read(nodes.dirs.extracts[download.name])["root"])
+                              graph.settings.heavy_jobs, graph.build_root / "locks", source_key=key)
+    write_json(target, {"leg": leg_id, "commands": ran, "tools": graph._build_tools(),
+                        "signature": REGISTRY.signatures.get(str(target), "")})
 
 
 def _graph() -> Graph:
@@ -504,10 +526,13 @@ def _do_stage(target: Path, leg_id: str) -> None:
     nodes = REGISTRY.legs[leg_id]
     graph = _graph()
     dirs = _resolved_dirs(nodes)
-    result = stage_step.stage(nodes.plan, dirs, graph.environ)
+    signs = graph._signs(nodes.plan.leg)
+    result = stage_step.stage(nodes.plan, dirs, graph.environ, copy=signs)
     if nodes.plan.fixups:
         result["fixups"] = upstream_step.run_commands(nodes.plan.fixups, nodes.plan.env, dirs, leg_id, graph.environ,
                                                       graph.settings.verbose, log_prefix="fixup")
+    if sign.applies_to(nodes.plan.leg):
+        result["signing"] = sign.sign_stage(dirs.stage, graph.environ).record()
     result["files"] = len([e for e in list_tree(dirs.stage, with_hashes=False) if e.kind != "dir"])
     result["signature"] = REGISTRY.signatures.get(str(target), "")
     write_json(target, result)
@@ -517,28 +542,31 @@ def _do_merge(target: Path, leg_id: str) -> None:
     nodes = REGISTRY.legs[leg_id]
     graph = _graph()
     leg, dirs = nodes.plan.leg, nodes.dirs
+    inputs = [graph.matrix.leg(input_id) for input_id in leg.inputs]
     unpacked = []
-    for input_id in leg.inputs:
-        input_leg = graph.matrix.leg(input_id)
+    for input_leg in inputs:
         input_plan = plan_leg(input_leg, graph._engine(input_leg), graph.matrix)
-        where = dirs.src / input_id
-        extract(graph.dist / input_plan.archive, where)
+        where = dirs.src / input_leg.id
+        extract(graph.dist / published_name(input_plan, graph.settings.format), where)
         unpacked.append(where)
     shutil.rmtree(dirs.stage, ignore_errors=True)
     if leg.aggregate == "universal":
         report = universal_tree(unpacked[0], unpacked[1], dirs.stage)
     else:
-        report = _android_bundle(leg, unpacked, dirs.stage)
-    write_json(target, {"inputs": list(leg.inputs), "report": report,
-                        "signature": REGISTRY.signatures.get(str(target), "")})
+        report = _android_bundle([leg.arch for leg in inputs], unpacked, dirs.stage)
+    record: dict[str, object] = {"inputs": list(leg.inputs), "report": report,
+                                 "signature": REGISTRY.signatures.get(str(target), "")}
+    if sign.applies_to(leg):  # lipo invalidates the slices' signatures
+        record["signing"] = sign.sign_stage(dirs.stage, graph.environ).record()
+    write_json(target, record)
 
 
-def _android_bundle(leg: Leg, unpacked: list[Path], stage: Path) -> list[str]:
+def _android_bundle(abis: list[str], unpacked: list[Path], stage: Path) -> list[str]:
+    """include/ from the first ABI, each ABI's libraries under lib/<abi>/ (spec §3)."""
     stage.mkdir(parents=True)
     shutil.copytree(unpacked[0] / "include", stage / "include", symlinks=True)
     report = []
-    for input_id, tree in zip(leg.inputs, unpacked):
-        abi = input_id.split("-android-", 1)[1].rsplit(f"-{leg.kind}", 1)[0]
+    for abi, tree in zip(abis, unpacked):
         for lib in sorted((tree / "lib").glob("*")):
             if lib.is_file():
                 (stage / "lib" / abi).mkdir(parents=True, exist_ok=True)
@@ -554,10 +582,11 @@ def _do_archive(target: Path, leg_id: str) -> None:
     archive_step.write_archive(dirs.stage, target, graph.settings.format)
     archive_step.sha256_sidecar(target)
     sources = [_source_record(_read(p)) for p in dirs.downloads.values() if Path(p).is_file()]
-    steps = {p.stem: _read(p) for p in sorted((dirs.logs.parent / "steps").glob("*.json"))
-             if p.stem in ("build", "stage", "merge")}
-    record = manifest_step.archive_manifest(nodes.plan, nodes.engine, target, dirs.stage, sources, steps,
-                                            _tool_versions("cmake", "ninja", "c++"))
+    steps_dir = dirs.logs.parent / "steps"
+    names = ["merge"] if nodes.plan.leg.aggregate else (["build"] if nodes.plan.build else []) + ["stage"]
+    steps = {name: _read(steps_dir / f"{name}.json") for name in names}
+    tools = steps.get("build", {}).get("tools", {})  # what built it, not what is installed now
+    record = manifest_step.archive_manifest(nodes.plan, nodes.engine, target, dirs.stage, sources, steps, tools)
     write_json(target.with_name(target.name + ".json"), record)
 
 

@@ -89,9 +89,10 @@ def bundle(spec: Bundle, dirs: LegDirs, environ: Mapping[str, str]) -> list[str]
     return [str(p) for p in libraries]
 
 
-def stage(plan: Plan, dirs: LegDirs, environ: Mapping[str, str]) -> dict[str, object]:
-    """Collect and bundle. Copies (not hard links) when fixups will edit files in place."""
-    dropped = collect(plan.collect, plan.exclude, dirs, environ, link=not plan.fixups)
+def stage(plan: Plan, dirs: LegDirs, environ: Mapping[str, str], *, copy: bool = False) -> dict[str, object]:
+    """Collect and bundle. Copies, not hard links, when files will be edited in place
+    (fixups, signing): an edit must never reach the shared extraction or build tree."""
+    dropped = collect(plan.collect, plan.exclude, dirs, environ, link=not (plan.fixups or copy))
     bundled = bundle(plan.bundle, dirs, environ) if plan.bundle else []
     return {"dropped": dropped, "bundled": bundled}
 

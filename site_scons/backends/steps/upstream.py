@@ -62,7 +62,7 @@ def private_copy(shared_src: Path, private_src: Path, key: str) -> None:
     marker.write_text(key)
 
 
-def _bind_build_dir(dirs: LegDirs) -> None:
+def _bind_build_dir(dirs: LegDirs, source_key: str) -> None:
     """Wipe the leg's build dir when it was last used with another source tree.
 
     A patch edit or a new pin gives the leg a new source tree (keyed by pin + patch
@@ -71,7 +71,7 @@ def _bind_build_dir(dirs: LegDirs) -> None:
     old one: it silently goes on compiling the old, differently patched sources.
     """
     marker = dirs.build / ".anira-source"
-    source = str(dirs.src)
+    source = f"{dirs.src}\n{source_key}"
     if dirs.build.exists() and not (marker.is_file() and marker.read_text() == source):
         shutil.rmtree(dirs.build)
     dirs.build.mkdir(parents=True, exist_ok=True)
@@ -79,8 +79,9 @@ def _bind_build_dir(dirs: LegDirs) -> None:
 
 
 def build(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,
-          environ: Mapping[str, str], verbose: bool, slots: int, lock_dir: Path) -> list[dict[str, object]]:
-    _bind_build_dir(dirs)
+          environ: Mapping[str, str], verbose: bool, slots: int, lock_dir: Path,
+          source_key: str = "") -> list[dict[str, object]]:
+    _bind_build_dir(dirs, source_key)
     with heavy_slot(lock_dir, slots, label):
         return run_commands(commands, plan_env, dirs, label, environ, verbose)
 
