@@ -250,7 +250,7 @@ class Graph:
         return sign.applies_to(leg) and sign.will_sign(self.environ)
 
     def _build_tools(self) -> dict[str, str]:
-        return _tool_versions("cmake", "ninja", "cc", "c++", "cl", "clang", "bazelisk")
+        return _tool_versions("cmake", "ninja", "cc", "c++", "cl", "clang")
 
     def _build_environment(self, plan: Plan) -> dict[str, str]:
         """What the runner hands the build that changes its output: the toolchain's variables,

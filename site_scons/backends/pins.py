@@ -1,14 +1,44 @@
 """Recording sha256 pins into an engine's `[sha256]` table (`lock=1`, trust on first use)."""
 from __future__ import annotations
 
+import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from .steps.files import atomic_write_text
 
 
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One writer at a time: parallel lock=1 fetches (scons -j) each add a line. The lock
+    file stays (removing it would let a third writer lock a new inode); git ignores it."""
+    lock = path.with_name(path.name + ".lock")
+    with open(lock, "w") as handle:
+        if os.name == "nt":
+            import msvcrt
+
+            msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if os.name != "nt":
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def record_pin(engine_toml: Path, filename: str, sha256: str) -> None:
     """Add or fill `"<filename>" = "<sha256>"` in the `[sha256]` table (the file's last table)."""
+    with _locked(engine_toml):
+        _record_pin(engine_toml, filename, sha256)
+    print(f"[lock] recorded {filename} sha256 {sha256} in {engine_toml}; commit it", flush=True)
+
+
+def _record_pin(engine_toml: Path, filename: str, sha256: str) -> None:
     text = engine_toml.read_text()
     if "\n[sha256]" not in text and not text.startswith("[sha256]"):
         text = text.rstrip("\n") + "\n\n[sha256]\n"
@@ -17,11 +47,16 @@ def record_pin(engine_toml: Path, filename: str, sha256: str) -> None:
     pattern = re.compile(rf'^"{re.escape(filename)}"\s*=\s*"[0-9a-f]*"\s*$', re.MULTILINE)
     table = pattern.sub(line, table) if pattern.search(table) else table.rstrip("\n") + f"\n{line}\n"
     atomic_write_text(engine_toml, head + "[sha256]" + table)
-    print(f"[lock] recorded {filename} sha256 {sha256} in {engine_toml}; commit it", flush=True)
 
 
 def record_commit(engine_toml: Path, source: str, commit: str) -> None:
     """Set `commit = "<sha>"` in the `[sources.<source>]` table (`lock=1` on a git source)."""
+    with _locked(engine_toml):
+        _record_commit(engine_toml, source, commit)
+    print(f"[lock] recorded {source} commit {commit} in {engine_toml}; commit it", flush=True)
+
+
+def _record_commit(engine_toml: Path, source: str, commit: str) -> None:
     text = engine_toml.read_text()
     header = f"[sources.{source}]"
     start = text.find(header)
@@ -34,4 +69,3 @@ def record_commit(engine_toml: Path, source: str, commit: str) -> None:
     pattern = re.compile(r'^commit\s*=\s*"[^"]*"[^\n]*$', re.MULTILINE)
     table = pattern.sub(line, table, count=1) if pattern.search(table) else table.rstrip("\n") + f"\n{line}\n"
     atomic_write_text(engine_toml, text[:start] + table + text[end:])
-    print(f"[lock] recorded {source} commit {commit} in {engine_toml}; commit it", flush=True)

@@ -158,6 +158,10 @@ def _is_tty(stream: IO[str]) -> bool:
         return False
 
 
+# Logs are uploaded as CI artifacts: never write a credential's value into one.
+_SECRET = re.compile(r"TOKEN|SECRET|PASSW|PWD|CREDENTIAL|_KEY$|^DEV_ID_APP", re.IGNORECASE)
+
+
 def _log_header(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
                 label: str) -> str:
     lines = [
@@ -166,7 +170,7 @@ def _log_header(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
         f"cwd: {cwd}",
         "env:",
     ]
-    lines.extend(f"  {key}={env[key]}" for key in sorted(env))
+    lines.extend(f"  {key}={'<redacted>' if _SECRET.search(key) else env[key]}" for key in sorted(env))
     lines.append("output:")
     return "\n".join(lines) + "\n"
 

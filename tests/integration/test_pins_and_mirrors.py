@@ -111,3 +111,15 @@ def test_aggregate_with_a_missing_input_names_it(project_factory, upstreams):
     run = scons(project, BUNDLE, "inputs=dist")
     assert run.returncode != 0
     assert f"fixbin-android-shared needs dist/{ABI_ARCHIVES[0]}" in run.stderr
+
+
+def test_every_archive_format_verifies_with_its_symlinks(project_factory, upstreams):
+    import tarfile
+
+    project = _project(project_factory, upstreams, pins=upstreams.fixbin_pins)
+    for fmt in ("tar.gz", "7z"):
+        run = scons(project, LEG, f"format={fmt}")
+        assert run.returncode == 0, str(run)
+        assert (project / "dist" / fixbin_archive(LEG).replace(".zip", f".{fmt}")).is_file()
+    with tarfile.open(project / "dist" / fixbin_archive(LEG).replace(".zip", ".tar.gz")) as archive:
+        assert archive.getmember("lib/libfixbin.so").issym()

@@ -48,7 +48,9 @@ def static_prefix(pattern: str) -> str:
 
 
 def find(pattern: str) -> list[Path]:
-    """Files and symlinks matching an absolute pattern, sorted; directories are not returned."""
+    """Files and symlinks matching an absolute pattern, sorted; directories are not returned.
+    Matching is on forward-slash paths, so Windows paths (C:\\...) match too."""
+    pattern = pattern.replace("\\", "/")
     base = Path(static_prefix(pattern) or "/")
     if not any(c in pattern for c in "*?"):
         path = Path(pattern)
@@ -59,9 +61,9 @@ def find(pattern: str) -> list[Path]:
     found = []
     for root, dirs, files in _walk(base):
         for name in files:
-            candidate = f"{root}/{name}"
-            if regex.match(candidate):
-                found.append(Path(candidate))
+            candidate = Path(root, name)
+            if regex.match(candidate.as_posix()):
+                found.append(candidate)
     return sorted(found)
 
 

@@ -1,6 +1,7 @@
 """Checking a leg's contract on the archive itself (spec §8.1: never on the staging tree)."""
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import tarfile
@@ -27,37 +28,40 @@ class ContractError(AssertionError):
 
 @dataclass
 class ArchiveView:
-    """Names and lazy member bytes of a zip / tar.gz / 7z archive."""
+    """Names, lazy member bytes and symlink targets of a zip / tar.gz / 7z archive."""
 
     path: Path
     names: list[str]
     read: Callable[[str], bytes]
-    symlinks: set[str]
+    symlinks: dict[str, str]  # member -> link target
+    keep: object = None  # resources that must live as long as the view
 
 
 def open_archive(path: Path) -> ArchiveView:
     if path.name.endswith(".zip"):
         handle = zipfile.ZipFile(path)
         infos = [i for i in handle.infolist() if not i.is_dir()]
-        links = {i.filename for i in infos if (i.external_attr >> 16) & 0o170000 == 0o120000}
+        links = {i.filename: handle.read(i).decode() for i in infos
+                 if (i.external_attr >> 16) & 0o170000 == 0o120000}
         return ArchiveView(path, [i.filename for i in infos], handle.read, links)
     if path.name.endswith((".tar.gz", ".tgz")):
         tar = tarfile.open(path)
         members = {m.name: m for m in tar.getmembers() if not m.isdir()}
         return ArchiveView(path, list(members), lambda n: tar.extractfile(members[n]).read(),  # type: ignore[union-attr]
-                           {n for n, m in members.items() if m.issym()})
+                           {n: m.linkname for n, m in members.items() if m.issym()})
     if path.name.endswith(".7z"):
         import py7zr
 
+        unpacked = tempfile.TemporaryDirectory(prefix="verify-7z-")
         with py7zr.SevenZipFile(path) as seven:
-            names = [i.filename for i in seven.list() if not i.is_directory]
-
-        def read(name: str) -> bytes:
-            with tempfile.TemporaryDirectory() as tmp, py7zr.SevenZipFile(path) as archive:
-                archive.extract(path=tmp, targets=[name])
-                return (Path(tmp) / name).read_bytes()
-
-        return ArchiveView(path, names, read, set())
+            seven.extractall(path=unpacked.name)
+        root = Path(unpacked.name)
+        entries = [p for p in sorted(root.rglob("*")) if p.is_symlink() or p.is_file()]
+        view = ArchiveView(path, [p.relative_to(root).as_posix() for p in entries],
+                           lambda n: (root / n).read_bytes(),
+                           {p.relative_to(root).as_posix(): os.readlink(p) for p in entries if p.is_symlink()})
+        view.keep = unpacked  # removed with the view
+        return view
     raise ContractError(f"{path}: unknown archive format")
 
 
@@ -73,7 +77,7 @@ def _follow(view: ArchiveView, name: str) -> str | None:
     for _ in range(16):
         if name not in view.symlinks:
             return name if name in view.names else None
-        target = view.read(name).decode()
+        target = view.symlinks[name]
         name = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
     return None
 
@@ -172,7 +176,8 @@ def _check_cmake(view: ArchiveView, contract: Contract, build_root: str) -> list
     for name in configs:
         text = view.read(name)
         exported.update(t.decode() for t in _IMPORTED_TARGET.findall(text))
-        if contract.relocatable and (_BUILD_PATH.search(text) or (build_root and build_root.encode() in text)):
+        roots = {build_root, build_root.replace("\\", "/")} - {""}
+        if contract.relocatable and (_BUILD_PATH.search(text) or any(r.encode() in text for r in roots)):
             problems.append(f"{name} refers to a build-tree path: the package is not relocatable")
     problems += [f"the CMake config exports no target {t}" for t in contract.cmake_targets if t not in exported]
     problems += [f"the CMake config exports {t}, which this flavor must not ship"
