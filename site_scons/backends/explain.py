@@ -105,7 +105,8 @@ def render_plan(plan: Plan) -> str:
             pin = f"ref {download.ref}" + (f" commit {download.commit}" if download.commit else "")
         lines.append(f"  fetch {download.name}: {download.url} ({pin})")
     for patch in plan.patches:
-        lines.append(f"  patch {patch.name}: {patch.reason}")
+        until = f" (needed up to {patch.until}; skipped when upstream has it)" if patch.until else ""
+        lines.append(f"  patch {patch.name}: {patch.reason}{until}")
     if plan.env:
         lines += [f"  env {key}={value}" for key, value in plan.env.items()]
     if plan.build:

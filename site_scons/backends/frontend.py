@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -36,7 +36,6 @@ class Invocation:
     mode: str  # build | list | ci-matrix | plan
     plans: tuple[Plan, ...]
     settings: Settings
-    extra_targets: tuple[str, ...] = field(default=())
 
     @property
     def legs(self) -> tuple[Leg, ...]:
@@ -145,7 +144,6 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
     plan_only = parse_bool("plan", arguments.get("plan", "0"))
     mode = commands[0] if commands else ("plan" if plan_only else "build")
     leg_targets = [t for t in targets if _is_leg_like(t, tuple(matrix.engines))]
-    extra = tuple(t for t in targets if t not in COMMANDS and t not in leg_targets)
     legs = _select(matrix, arguments, leg_targets, host, building=(mode == "build"))
     _check_version_override(legs, settings.version)
     if mode == "build":
@@ -154,4 +152,4 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
             inputs = [matrix.leg(i) for leg in legs for i in leg.inputs]
             check_buildable([leg for leg in inputs if host.can_build(leg)], host, environ)
     plans = plan_all(matrix, legs, settings.version or None)
-    return Invocation(mode=mode, plans=tuple(plans), settings=settings, extra_targets=extra)
+    return Invocation(mode=mode, plans=tuple(plans), settings=settings)

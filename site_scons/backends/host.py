@@ -43,8 +43,6 @@ class Host:
         if (leg.os == "linux" == self.os and leg.arch == "aarch64" and shutil.which("qemu-aarch64")
                 and shutil.which("aarch64-linux-gnu-g++")):
             return "qemu"
-        if leg.os == "windows" and self.os == "linux" and leg.arch == "x86_64" and shutil.which("wine64"):
-            return "wine"
         return ""
 
 

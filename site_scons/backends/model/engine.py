@@ -35,7 +35,6 @@ class PatchSpec:
     upstream: str
     until: str
     when: Mapping[str, str]
-    fixed_marker: str = ""
 
     def applies_to(self, facts: Mapping[str, str | tuple[str, ...]]) -> bool:
         for key, wanted in self.when.items():
@@ -107,18 +106,30 @@ def _patch(raw: Mapping[str, object]) -> PatchSpec:
         upstream=str(raw.get("upstream", "")),
         until=str(raw.get("until", "")),
         when=MappingProxyType({str(k): str(v) for k, v in dict(raw.get("when", {})).items()}),
-        fixed_marker=str(raw.get("fixed_marker", "")),
     )
 
 
 def load_engine(root: Path) -> Engine:
     path = root / "engine.toml"
-    with path.open("rb") as handle:
-        raw = tomllib.load(handle)
+    try:
+        with path.open("rb") as handle:
+            raw = tomllib.load(handle)
+        engine = _engine(root, path, raw)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise DataError(f"{path}: {error}") from None
+    except (KeyError, TypeError, ValueError) as error:
+        raise DataError(f"{path}: missing or malformed field {error}") from None
+    missing = [p.file for p in engine.patches if not (root / p.file).is_file()]
+    if missing:
+        raise DataError(f"{path}: patch files not found: {', '.join(missing)}")
+    return engine
+
+
+def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
     if raw.get("name") != root.name:
         raise DataError(f"{path}: name {raw.get('name')!r} does not match its directory {root.name!r}")
     return Engine(
-        name=raw["name"],
+        name=str(raw["name"]),
         libname=raw["libname"],
         version=raw["version"],
         license=raw["license"],

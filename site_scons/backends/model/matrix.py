@@ -119,15 +119,22 @@ def _expand_row(engine: str, row: Mapping[str, object], defaults: Mapping[str, o
 
 
 def load_variants(path: Path, engine: str) -> list[Leg]:
-    with path.open("rb") as handle:
-        raw = tomllib.load(handle)
+    try:
+        with path.open("rb") as handle:
+            raw = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise DataError(f"{path}: {error}") from None
     unknown = set(raw) - {"defaults", "leg"}
     if unknown:
         raise DataError(f"{path}: unknown tables {', '.join(sorted(unknown))}; expected [defaults] and [[leg]]")
     defaults = raw.get("defaults", {})
     legs: list[Leg] = []
     for index, row in enumerate(raw.get("leg", ()), start=1):
-        legs.extend(_expand_row(engine, row, defaults, f"{path.name} leg #{index}"))
+        where = f"{path.name} leg #{index}"
+        try:
+            legs.extend(_expand_row(engine, row, defaults, where))
+        except KeyError as error:
+            raise DataError(f"{where}: the required field {error} is missing") from None
     return legs
 
 

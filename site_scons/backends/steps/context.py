@@ -19,6 +19,12 @@ def memory_gb() -> float:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
     except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        import psutil  # py7zr's dependency; Windows has no sysconf
+
+        return psutil.virtual_memory().total / 1024**3
+    except ImportError:
         return 8.0  # upstream's assumption when unknown
 
 

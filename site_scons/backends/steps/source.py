@@ -9,7 +9,6 @@ and legs with the same set do. Patches are idempotent edit scripts with this pro
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import shutil
 from dataclasses import dataclass
@@ -33,10 +32,6 @@ class PatchOutcome:
     def describe(self) -> str:
         where = f" ({', '.join(self.files)})" if self.files else ""
         return f"patch {self.name}: {self.status}{where}"
-
-
-def tree_key(parts: list[str]) -> str:
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def patch_key(script: Path) -> str:
