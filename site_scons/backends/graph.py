@@ -603,7 +603,8 @@ def _source_record(fetched: Mapping[str, Any]) -> dict[str, Any]:
 
 def _do_publish(target: Path, leg_id: str) -> None:
     """Link the verified archive and its sidecars into dist/, each by an atomic rename,
-    the archive last: dist/ never holds a partial or unverified file."""
+    the archive last: dist/ never holds a partial or unverified file, and the archive is
+    the commit point (SCons removed the old files before this ran)."""
     nodes = REGISTRY.legs[leg_id]
     built = Path(nodes.archive.abspath)
     target.parent.mkdir(parents=True, exist_ok=True)
