@@ -312,7 +312,8 @@ class Graph:
             "smoke": plan.smoke, "run_mode": self.host.run_mode(leg), "tools": _tool_versions("cmake", "c++")})]
         if plan.smoke:
             project = self.root / plan.smoke.project
-            smoke_sources += [self.env.File(str(p)) for p in sorted(project.rglob("*")) if p.is_file()]
+            shared = sorted(project.parent.glob("*.cmake"))  # smoke/common.cmake
+            smoke_sources += [self.env.File(str(p)) for p in [*sorted(project.rglob("*")), *shared] if p.is_file()]
         nodes.smoke = self._command(str(steps_dir / "smoke.json"), smoke_sources, "smoke", leg.id, name)
         nodes.verify = verify
         published = self.dist / name
