@@ -172,11 +172,7 @@ def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
     if leg.os == "windows" and leg.arch == "arm64":
         return dict(WINDOWS_ARM64_DEFINES)
     if leg.os == "android":
-        return {
-            "CMAKE_TOOLCHAIN_FILE": "{env:ANDROID_NDK_HOME}/build/cmake/android.toolchain.cmake",
-            "ANDROID_ABI": leg.arch,
-            "ANDROID_PLATFORM": f"android-{engine.pins['android_api']}",
-        }
+        return kit.android_toolchain_defines(leg, engine.pins["android_api"])
     return {}
 
 

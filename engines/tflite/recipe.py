@@ -59,11 +59,7 @@ def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
         return {"CMAKE_OSX_ARCHITECTURES": leg.arch,
                 "CMAKE_OSX_DEPLOYMENT_TARGET": engine.pins["macos_deploy_target"]}
     if leg.os == "android":
-        return {
-            "CMAKE_TOOLCHAIN_FILE": "{env:ANDROID_NDK_HOME}/build/cmake/android.toolchain.cmake",
-            "ANDROID_ABI": leg.arch,
-            "ANDROID_PLATFORM": f"android-{engine.pins['android_api']}",
-        }
+        return kit.android_toolchain_defines(leg, engine.pins["android_api"])
     # Upstream's linux-arm64 base set CMAKE_SYSTEM_NAME/PROCESSOR, turning the native aarch64
     # build into a cross-compile (spec §8.4); native builds here set neither.
     return {}

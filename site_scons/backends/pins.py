@@ -5,7 +5,7 @@ import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .steps.files import atomic_write_text
 
@@ -31,41 +31,42 @@ def _locked(path: Path) -> Iterator[None]:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _update(engine_toml: Path, edit: Callable[[str], str], what: str) -> None:
+    with _locked(engine_toml):
+        atomic_write_text(engine_toml, edit(engine_toml.read_text()))
+    print(f"[lock] recorded {what} in {engine_toml}; commit it", flush=True)
+
+
+def _set_line(table: str, pattern: re.Pattern[str], line: str) -> str:
+    """Replace the first line matching `pattern` in a TOML table's text, or append `line`."""
+    if pattern.search(table):
+        return pattern.sub(line, table, count=1)
+    return table.rstrip("\n") + f"\n{line}\n"
+
+
 def record_pin(engine_toml: Path, filename: str, sha256: str) -> None:
     """Add or fill `"<filename>" = "<sha256>"` in the `[sha256]` table (the file's last table)."""
-    with _locked(engine_toml):
-        _record_pin(engine_toml, filename, sha256)
-    print(f"[lock] recorded {filename} sha256 {sha256} in {engine_toml}; commit it", flush=True)
+    def edit(text: str) -> str:
+        if "\n[sha256]" not in text and not text.startswith("[sha256]"):
+            text = text.rstrip("\n") + "\n\n[sha256]\n"
+        head, _, table = text.partition("[sha256]")
+        pattern = re.compile(rf'^"{re.escape(filename)}"\s*=\s*"[0-9a-f]*"\s*$', re.MULTILINE)
+        return head + "[sha256]" + _set_line(table, pattern, f'"{filename}" = "{sha256}"')
 
-
-def _record_pin(engine_toml: Path, filename: str, sha256: str) -> None:
-    text = engine_toml.read_text()
-    if "\n[sha256]" not in text and not text.startswith("[sha256]"):
-        text = text.rstrip("\n") + "\n\n[sha256]\n"
-    head, _, table = text.partition("[sha256]")
-    line = f'"{filename}" = "{sha256}"'
-    pattern = re.compile(rf'^"{re.escape(filename)}"\s*=\s*"[0-9a-f]*"\s*$', re.MULTILINE)
-    table = pattern.sub(line, table) if pattern.search(table) else table.rstrip("\n") + f"\n{line}\n"
-    atomic_write_text(engine_toml, head + "[sha256]" + table)
+    _update(engine_toml, edit, f"{filename} sha256 {sha256}")
 
 
 def record_commit(engine_toml: Path, source: str, commit: str) -> None:
     """Set `commit = "<sha>"` in the `[sources.<source>]` table (`lock=1` on a git source)."""
-    with _locked(engine_toml):
-        _record_commit(engine_toml, source, commit)
-    print(f"[lock] recorded {source} commit {commit} in {engine_toml}; commit it", flush=True)
-
-
-def _record_commit(engine_toml: Path, source: str, commit: str) -> None:
-    text = engine_toml.read_text()
     header = f"[sources.{source}]"
-    start = text.find(header)
-    if start < 0:
-        raise ValueError(f"{engine_toml} has no {header} table")
-    end = text.find("\n[", start + len(header))
-    end = len(text) if end < 0 else end
-    table = text[start:end]
-    line = f'commit = "{commit}"'
-    pattern = re.compile(r'^commit\s*=\s*"[^"]*"[^\n]*$', re.MULTILINE)
-    table = pattern.sub(line, table, count=1) if pattern.search(table) else table.rstrip("\n") + f"\n{line}\n"
-    atomic_write_text(engine_toml, text[:start] + table + text[end:])
+
+    def edit(text: str) -> str:
+        start = text.find(header)
+        if start < 0:
+            raise ValueError(f"{engine_toml} has no {header} table")
+        end = text.find("\n[", start + len(header))
+        end = len(text) if end < 0 else end
+        pattern = re.compile(r'^commit\s*=\s*"[^"]*"[^\n]*$', re.MULTILINE)
+        return text[:start] + _set_line(text[start:end], pattern, f'commit = "{commit}"') + text[end:]
+
+    _update(engine_toml, edit, f"{source} commit {commit}")

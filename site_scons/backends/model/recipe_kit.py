@@ -63,6 +63,15 @@ def defines(values: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(f"-D{key}={value}" for key, value in values.items())
 
 
+def android_toolchain_defines(leg: Leg, api: str) -> dict[str, str]:
+    """The NDK's CMake toolchain for one ABI (ANDROID_NDK_HOME is set by the CI setup)."""
+    return {
+        "CMAKE_TOOLCHAIN_FILE": "{env:ANDROID_NDK_HOME}/build/cmake/android.toolchain.cmake",
+        "ANDROID_ABI": leg.arch,
+        "ANDROID_PLATFORM": f"android-{api}",
+    }
+
+
 def on_off(flag: bool) -> str:
     return "ON" if flag else "OFF"
 
