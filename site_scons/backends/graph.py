@@ -94,7 +94,6 @@ class LegNodes:
     dirs: LegDirs
     source_manifest: Path | None = None  # names the tree the leg builds from (patched, checked out, extracted)
     archive: Any = None  # in the leg's build dir
-    verify: Any = None
     smoke: Any = None
     published: Any = None  # in dist/
 
@@ -112,9 +111,9 @@ class Graph:
         self.host = host
         self.environ = {**os.environ, **settings_environment(invocation.settings)}
         self.legs: dict[str, LegNodes] = {}
-        self._fetch_nodes: dict[str, tuple[Any, Path]] = {}
         self._action = env.Action(_dispatch, strfunction=_describe)
-        self._tree_nodes: dict[str, tuple[Any, Path]] = {}
+        # Downloads, extractions and patched trees are shared by the legs that use them.
+        self._shared: dict[Path, Any] = {}
 
     # -- helpers ---------------------------------------------------------------------
     def _value(self, name: str, payload: object) -> Any:
@@ -150,43 +149,43 @@ class Graph:
         origin = self._origin(plan, download)
         # Keyed without the pins: recording one (lock=1) must not move the download's files.
         key = short_hash(download.name, download.kind, download.url, download.filename, download.ref, origin)
-        if key in self._fetch_nodes:
-            return self._fetch_nodes[key]
         kind = "git" if download.kind == "git" else "downloads"
         target = self.build_root / kind / f"{plan.leg.engine}-{download.name}-{key}.json"
+        if target in self._shared:
+            return self._shared[target], target
         sources = [self._value("fetch", {"download": download, "origin": origin})]
         if origin and Path(origin).is_file():
             sources.append(self.env.File(str(Path(origin).resolve())))
         REGISTRY.fetches[str(target)] = (self, plan.leg.engine, download, origin)
         node = self._command(str(target), sources, "fetch", plan.leg.id, f"{download.name}: {origin or download.url}")
-        self._fetch_nodes[key] = (node, target)
+        self._shared[target] = node
         return node, target
 
     def extract(self, plan: Plan, download: Download, fetch_node: Any, fetch_manifest: Path) -> tuple[Any, Path]:
-        key = fetch_manifest.stem
-        if key in self._tree_nodes:
-            return self._tree_nodes[key]
-        target = self.build_root / "extract" / f"{key}.json"
+        target = self.build_root / "extract" / f"{fetch_manifest.stem}.json"
+        if target in self._shared:
+            return self._shared[target], target
         REGISTRY.extracts[str(target)] = (download, fetch_manifest, target.with_suffix(""))
         origin = self._origin(plan, download)
         node = self._command(str(target), [fetch_node, self._value("extract", {"roots": download.roots})],
                              "extract", plan.leg.id, Path(origin).name if origin else download.filename)
         self.env.Clean(node, str(target.with_suffix("")))
-        self._tree_nodes[key] = (node, target)
+        self._shared[target] = node
         return node, target
 
     def source_tree(self, plan: Plan, engine: Engine, origin_node: Any, origin_manifest: Path) -> tuple[Any, Path]:
         scripts = [engine.root / p.file for p in plan.patches]
         key = short_hash(origin_manifest.name, [source_step.patch_key(s) for s in scripts])
         target = self.build_root / "src" / f"{engine.name}-{engine.version}-{key}.json"
-        if str(target) in REGISTRY.trees:
-            return REGISTRY.trees[str(target)][3], target
+        if target in self._shared:
+            return self._shared[target], target
         sources = [origin_node, *(self.env.File(str(s)) for s in scripts),
                    self._value("patch", {"patches": plan.patches})]
         node = self._command(str(target), sources, "patch", plan.leg.id,
                              f"{engine.name} {engine.version}: " + ", ".join(p.name for p in plan.patches))
-        REGISTRY.trees[str(target)] = (origin_manifest, scripts, target.with_suffix(""), node)
+        REGISTRY.trees[str(target)] = (origin_manifest, scripts, target.with_suffix(""))
         self.env.Clean(node, str(target.with_suffix("")))
+        self._shared[target] = node
         return node, target
 
     # -- one leg ---------------------------------------------------------------------------
@@ -315,7 +314,6 @@ class Graph:
             shared = sorted(project.parent.glob("*.cmake"))  # smoke/common.cmake
             smoke_sources += [self.env.File(str(p)) for p in [*sorted(project.rglob("*")), *shared] if p.is_file()]
         nodes.smoke = self._command(str(steps_dir / "smoke.json"), smoke_sources, "smoke", leg.id, name)
-        nodes.verify = verify
         published = self.dist / name
         publish = self._command([str(published), str(published) + ".sha256", str(published) + ".json"],
                                 [*archive_nodes, verify, nodes.smoke], "publish", leg.id, f"dist/{name}")
@@ -361,7 +359,7 @@ class _Registry:
         self.legs: dict[str, LegNodes] = {}
         self.fetches: dict[str, tuple[Graph, str, Download, str]] = {}
         self.extracts: dict[str, tuple[Download, Path, Path]] = {}
-        self.trees: dict[str, tuple[Path, list[Path], Path, Any]] = {}
+        self.trees: dict[str, tuple[Path, list[Path], Path]] = {}
         # target path -> digest of the signatures of the sources it is being built from
         self.signatures: dict[str, str] = {}
 
@@ -467,7 +465,7 @@ def _format_of(name: str) -> str | None:
 
 
 def _do_patch(target: Path, leg_id: str) -> None:
-    origin_manifest, scripts, dest, _node = REGISTRY.trees[str(target)]
+    origin_manifest, scripts, dest = REGISTRY.trees[str(target)]
     record = _read(origin_manifest)
     origin = Path(record["root"] if "root" in record else record["path"])
     # An extraction's (root) copy is tree/, a checkout's keeps its leaf name (see add_leg).
