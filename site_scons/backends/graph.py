@@ -263,9 +263,7 @@ class Graph:
         return values
 
     def _add_aggregate(self, leg: Leg, plan: Plan, engine: Engine) -> LegNodes:
-        base = self.build_root / "legs" / leg.id
-        dirs = LegDirs(src=base / "inputs", build=base / "work", install=base / "install", stage=base / "stage",
-                       logs=base / "logs")
+        dirs = self._leg_dirs(leg, {}, {}, {})  # src/ receives the unpacked input archives
         nodes = LegNodes(plan=plan, engine=engine, dirs=dirs)
         self.legs[leg.id] = nodes
         REGISTRY.legs[leg.id] = nodes
@@ -281,7 +279,7 @@ class Graph:
                 raise GraphError(f"{leg.id} needs {archive.relative_to(self.root)}: build {input_id} on "
                                  f"{input_leg.runner} (or download its CI artifact) into dist/")
             input_archives.append(self.env.File(str(archive)))
-        merge = self._command(str(base / "steps" / "merge.json"),
+        merge = self._command(str(dirs.logs.parent / "steps" / "merge.json"),
                               [*input_archives, self._value("merge", {"aggregate": leg.aggregate,
                                                                       "inputs": leg.inputs,
                                                                       "sign": self._signs(leg)})],
