@@ -25,8 +25,9 @@ def _load_recipe(path: Path) -> ModuleType:
     return module
 
 
-def archive_name(leg: Leg, engine: Engine, fmt: str = "zip") -> str:
-    return f"{leg.archive_stem(engine.libname, engine.version)}.{fmt}"
+def archive_name(leg: Leg, engine: Engine) -> str:
+    """Plans name the zip; other formats swap the extension (graph.published_name)."""
+    return f"{leg.archive_stem(engine.libname, engine.version)}.zip"
 
 
 def _aggregate_plan(leg: Leg, engine: Engine, matrix: Matrix, archive: str) -> Plan:
@@ -70,7 +71,7 @@ def _with_variant_defines(smoke: Smoke, leg: Leg) -> Smoke:
         **smoke.defines,
     }
     if leg.os == "macos":
-        defines["CMAKE_OSX_ARCHITECTURES"] = leg.arch if leg.arch != "universal" else "arm64"
+        defines["CMAKE_OSX_ARCHITECTURES"] = leg.arch
     return replace(smoke, defines=defines)
 
 
