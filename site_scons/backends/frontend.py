@@ -24,6 +24,7 @@ class Settings:
     offline: bool
     lock: bool
     verbose: bool
+    wait: bool
     format: str
     inputs: str
     heavy_jobs: int
@@ -89,6 +90,7 @@ def _settings(arguments: Mapping[str, str], root: Path) -> Settings:
         offline=parse_bool("offline", value("offline")),
         lock=parse_bool("lock", value("lock")),
         verbose=parse_bool("verbose", value("verbose")),
+        wait=parse_bool("wait", value("wait")),
         format=value("format"),
         inputs=value("inputs"),
         heavy_jobs=int(heavy),

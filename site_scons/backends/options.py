@@ -40,6 +40,8 @@ OPTIONS: tuple[Option, ...] = (
            "this host can build, or use those already in dist/ (CI's aggregate jobs download them)", "build",
            ("build", "dist")),
     Option("heavy_jobs", "upstream builds allowed to run at once, whatever -j says", "1"),
+    Option("wait", "when another run holds this tree's build/: wait for it (1) or refuse at once (0)", "1",
+           boolean=True),
     Option("verbose", "print full command lines and stream upstream build output", "0", boolean=True),
     Option("plan", "print each selected leg's steps and exact commands instead of building", "0", boolean=True),
 )

@@ -1,34 +1,18 @@
 """Recording sha256 pins into an engine's `[sha256]` table (`lock=1`, trust on first use)."""
 from __future__ import annotations
 
-import os
 import re
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
+from .locks import FileLock
 from .steps.files import atomic_write_text
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path) -> FileLock:
     """One writer at a time: parallel lock=1 fetches (scons -j) each add a line. The lock
     file stays (removing it would let a third writer lock a new inode); git ignores it."""
-    lock = path.with_name(path.name + ".lock")
-    with open(lock, "w") as handle:
-        if os.name == "nt":
-            import msvcrt
-
-            msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
-        else:
-            import fcntl
-
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if os.name != "nt":
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    return FileLock(path.with_name(path.name + ".lock"))
 
 
 def _update(engine_toml: Path, edit: Callable[[str], str], what: str) -> None:

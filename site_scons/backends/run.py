@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -27,6 +28,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TextIO
+
+from .locks import FileLock
 
 POLICY_FLOOR_KEY = "CMAKE_POLICY_VERSION_MINIMUM"
 POLICY_FLOOR_VALUE = "3.5"
@@ -82,6 +85,14 @@ def limited_env(extra: Mapping[str, str],
     env.update(extra)
     env.setdefault(POLICY_FLOOR_KEY, POLICY_FLOOR_VALUE)
     return env
+
+
+def passed_environment(environ: Mapping[str, str], names: Iterable[str] = ()) -> dict[str, str]:
+    """What of `environ` a child started with `limited_env` receives (the allow-list plus
+    `names`), for step signatures: every variable a child gets can change what it makes.
+    Credentials are recorded as set or not, never by value."""
+    wanted = dict.fromkeys([*DEFAULT_ALLOW, *names])
+    return {key: ("<set>" if _SECRET.search(key) else environ[key]) for key in wanted if key in environ}
 
 
 def child_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -220,14 +231,45 @@ def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
     status.finish(f"done in {elapsed:.1f} s")
 
 
+SUPERVISOR = Path(__file__).with_name("supervise.py")
+
+
+def _spawn(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """Start `argv` so that it and everything it starts die with this build: on Linux
+    through the supervisor (a parent-death signal kills its process group, even after
+    a kill -9 of scons); elsewhere in a process group of its own that an interrupted
+    run kills (best effort)."""
+    options: dict[str, object] = {}
+    if sys.platform.startswith("linux"):
+        argv = [sys.executable, "-I", str(SUPERVISOR), "--parent", str(os.getpid()), "--", *argv]
+    elif os.name == "nt":
+        options["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+    else:
+        options["process_group"] = 0
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, **options)  # type: ignore[call-overload]
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    """Ask the supervisor to take its group down (SIGTERM), or kill the group ourselves."""
+    try:
+        if sys.platform.startswith("linux"):
+            child.terminate()
+        elif os.name == "nt":
+            child.kill()
+        else:
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        child.kill()
+        child.wait()
+
+
 def _stream_child(argv: list[str], env: dict[str, str], cwd: Path, log_file: IO[str],
                   tail: collections.deque[str], status: StatusLine,
                   label: str) -> int:
     try:
-        child = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )
+        child = _spawn(argv, env, cwd)
     except OSError as error:
         reason = f"cannot start {argv[0]!r}: {error}"
         log_file.write(reason + "\n")
@@ -242,42 +284,13 @@ def _stream_child(argv: list[str], env: dict[str, str], cwd: Path, log_file: IO[
         return child.wait()
     except BaseException:
         # Ctrl-C or a failing status stream: never leave the build running behind us.
-        child.kill()
-        child.wait()
+        _stop(child)
         raise
     finally:
         child.stdout.close()
 
 
 # --- heavy-build slots -----------------------------------------------------------------
-
-if sys.platform.startswith("win"):
-    import msvcrt
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            os.lseek(fd, 0, os.SEEK_SET)
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError:
-            return False
-
-    def _unlock(fd: int) -> None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-
-    def _unlock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
 
 class HeavySlots:
     """At most `slots` heavy builds at once across all processes sharing `lock_dir`.
@@ -299,7 +312,7 @@ class HeavySlots:
         self.label = label
         self.status_stream = status_stream
         self.held: int | None = None
-        self._fd: int | None = None
+        self._lock: FileLock | None = None
 
     def lock_path(self, index: int) -> Path:
         return self.lock_dir / f"heavy-{index}.lock"
@@ -320,21 +333,15 @@ class HeavySlots:
             time.sleep(self.POLL_SECONDS)
 
     def release(self) -> None:
-        if self._fd is None:
-            return
-        try:
-            _unlock(self._fd)
-        finally:
-            os.close(self._fd)
-            self._fd = None
-            self.held = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock, self.held = None, None
 
     def _try_slot(self, index: int) -> bool:
-        fd = os.open(self.lock_path(index), os.O_RDWR | os.O_CREAT, 0o666)
-        if _try_lock(fd):
-            self._fd, self.held = fd, index
+        lock = FileLock(self.lock_path(index), record_holder=False)
+        if lock.try_acquire():
+            self._lock, self.held = lock, index
             return True
-        os.close(fd)
         return False
 
     def __enter__(self) -> HeavySlots:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import Iterable
 import shutil
 import subprocess
 import sys
@@ -98,3 +99,13 @@ def tool_version(path: str) -> str:
         if line.strip():
             return line.strip()
     return "unknown"
+
+
+def identity(names: Iterable[str], path: str) -> dict[str, str]:
+    """Which program each name starts on a child's PATH, and its version: the compiler a
+    child uses is the one its PATH finds, not ours. {name: "<realpath>: <version>"}."""
+    found = {}
+    for name in names:
+        program = shutil.which(name, path=path) if name else None
+        found[name] = f"{os.path.realpath(program)}: {tool_version(program)}" if program else "absent"
+    return found

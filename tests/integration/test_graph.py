@@ -153,7 +153,7 @@ def test_patch_edit_reruns_only_the_patched_leg_from_patch_on(project_factory):
     assert all(GPU_LEG in line or fixsrc_archive(GPU_LEG) in line or line.startswith("[patch]")
                for line in run.step_lines())
     changed = fixtures.changed(before, fixtures.step_manifests(project))
-    assert _leg_steps(changed, GPU_LEG) == {"build", "stage", "verify", "smoke"}
+    assert _leg_steps(changed, GPU_LEG) == {"build", "stage", "archive", "verify", "smoke", "publish"}
     assert {p for p in changed if p.startswith("build/legs/")} == \
         {p for p in changed if p.startswith(f"build/legs/{GPU_LEG}/")}
     assert _dist_changes(changed) == {fixsrc_archive(GPU_LEG) + s for s in ("", ".sha256", ".json")}
@@ -181,7 +181,7 @@ def test_flag_edits_rerun_only_that_leg(project_factory):
     run = _ok(scons(project, *args))
     changed = fixtures.changed(before, fixtures.step_manifests(project))
     assert {p.split("/")[2] for p in changed if p.startswith("build/legs/")} == {shared}, str(run)
-    assert _leg_steps(changed, shared) == {"build", "stage", "verify", "smoke"}
+    assert _leg_steps(changed, shared) == {"build", "stage", "archive", "verify", "smoke", "publish"}
     assert _dist_changes(changed) == {fixsrc_archive(shared) + s for s in ("", ".sha256", ".json")}
     assert not any(p.startswith(("build/downloads/", "build/extract/", "build/src/")) for p in changed)
     smoke = json.loads((project / f"build/legs/{shared}/steps/smoke.json").read_text())
@@ -223,7 +223,8 @@ def test_two_clean_builds_give_identical_archives(project_factory):
 
 
 class DistWatcher(threading.Thread):
-    """Polls dist/ while scons runs: only final names, every archive complete."""
+    """Polls dist/ while scons runs: only final names (besides hidden entries, which no
+    consumer takes for an archive), every archive complete."""
 
     def __init__(self, dist: Path, allowed: set[str]) -> None:
         super().__init__(daemon=True)
@@ -246,6 +247,8 @@ class DistWatcher(threading.Thread):
         except FileNotFoundError:
             return
         for name in names:
+            if name.startswith("."):  # publish's temps and dist/.stale/: never a final archive name
+                continue
             self.seen.add(name)
             if name not in self.allowed:
                 self.problems.append(f"unexpected {name} in dist/")

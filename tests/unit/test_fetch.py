@@ -110,8 +110,7 @@ def cached_files(cache: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
 
-def test_download_then_cache_hit_makes_no_request(origin: Origin, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_download_then_cache_hit_makes_no_request(origin: Origin, tmp_path: Path) -> None:
     data = os.urandom(200_000)
     origin.files["pkg.zip"] = data
     download = Download(origin.url("files", "pkg.zip"), "pkg.zip", sha(data))
@@ -122,8 +121,6 @@ def test_download_then_cache_hit_makes_no_request(origin: Origin, tmp_path: Path
     assert (first.sha256, first.origin) == (sha(data), download.url)
     assert len(origin.requests) == 1
 
-    # A hit trusts the size sidecar: no request, and no re-hash either.
-    monkeypatch.setattr(fetch_module, "sha256_file", lambda path: pytest.fail("re-hashed a cache hit"))
     second = fetch(download, settings(tmp_path))
     assert second.path == first.path and second.sha256 == sha(data)
     assert len(origin.requests) == 1
@@ -280,14 +277,33 @@ def test_local_path_mismatch_and_missing(tmp_path: Path) -> None:
     assert cached_files(tmp_path / "cache") == []
 
 
-def test_corrupt_cache_entry_is_refetched(origin: Origin, tmp_path: Path) -> None:
+@pytest.mark.parametrize("altered", [b"bad bytes!!!", b"gooD bytes"], ids=["other size", "same size"])
+def test_an_altered_cache_entry_is_evicted_and_refetched(origin: Origin, tmp_path: Path, altered: bytes,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
     data = b"good bytes"
     origin.files["pkg.zip"] = data
     download = Download(origin.url("files", "pkg.zip"), "pkg.zip", sha(data))
     path = fetch(download, settings(tmp_path)).path
-    path.write_bytes(b"bad bytes!!!")  # different size: the sidecar no longer vouches for it
+    path.write_bytes(altered)  # in place: only a hash can tell the same-size case
     assert fetch(download, settings(tmp_path)).path.read_bytes() == data
     assert len(origin.requests) == 2
+    assert "the cached copy was altered" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic"])
+def test_a_local_origin_enters_the_cache_as_a_private_copy(tmp_path: Path, link: str) -> None:
+    """Editing the user's file (or a mirror's symlink target) must never edit the cache."""
+    source = tmp_path / "upstream" / "lib.tgz"
+    source.parent.mkdir()
+    source.write_bytes(b"local bytes")
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (os.link if link == "hard" else os.symlink)(source, mirror / "lib.tgz")
+    got = fetch(Download("http://127.0.0.1:9/lib.tgz", "lib.tgz", sha(b"local bytes")),
+                settings(tmp_path, offline=True, mirrors=(str(mirror),)))
+    assert not got.path.is_symlink() and got.path.stat().st_nlink == 1
+    source.write_bytes(b"LOCAL BYTES")  # same size, in place
+    assert got.path.read_bytes() == b"local bytes"
 
 
 def test_concurrent_fetches_of_one_url_share_the_download(origin: Origin, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 _SYMBOL = re.compile(r"\{([a-z_]+\??;?)(?::([^{}]*))?\}")
+_ENV_SYMBOL = re.compile(r"\{env\??;?:([A-Za-z0-9_]+)\}")
 
 
 class ExpandError(ValueError):
@@ -50,6 +51,11 @@ class LegDirs:
     sources: Mapping[str, Path] = field(default_factory=dict)  # `{src:<name>}` for extra git sources
     extracts: Mapping[str, Path] = field(default_factory=dict)  # `{extract:<name>}`
     downloads: Mapping[str, Path] = field(default_factory=dict)  # `{download:<name>}`
+
+
+def env_names(texts: Sequence[str]) -> list[str]:
+    """The host variables `{env:X}` symbols in `texts` read, sorted."""
+    return sorted({name for text in texts for name in _ENV_SYMBOL.findall(text)})
 
 
 def expand(text: str, dirs: LegDirs, environ: Mapping[str, str]) -> str | None:

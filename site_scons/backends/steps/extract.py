@@ -12,6 +12,9 @@ caught) and after checking that no member lives beneath a symlink.
 """
 from __future__ import annotations
 
+import bz2
+import errno
+import gzip
 import io
 import lzma
 import os
@@ -76,24 +79,41 @@ def extract(archive: Path, dest: Path, fmt: str | None = None) -> list[FileEntry
         raise ExtractError(f"{archive}: unknown format {fmt!r}; expected one of {sorted(FORMATS)}")
     temp = Path(f"{dest}.tmp-{os.getpid()}")
     _remove(temp)
-    temp.mkdir(parents=True)
     try:
+        temp.mkdir(parents=True)
         writer = _TreeWriter(temp, archive)
         if fmt == "zip":
             _extract_zip(archive, writer)
         elif fmt == "7z":
             _extract_7z(archive, writer)
         else:
-            _extract_tar(archive, writer)
+            _extract_tar(archive, writer, fmt)
         writer.finish()
     except BaseException as error:
         _remove(temp)
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            raise ExtractError(f"no space left on {dest.parent} while extracting {archive.name}") from error
         if isinstance(error, _UNREADABLE):
             raise ExtractError(f"{archive}: cannot extract ({error}); is the file complete "
                                f"and of the format {fmt}?") from error
         raise
     _replace_tree(temp, dest)
-    return list_tree(dest)
+    entries = list_tree(dest)
+    _check_listing(archive, dest, writer.expected(), entries)
+    return entries
+
+
+def _check_listing(archive: Path, dest: Path, expected: dict[str, str], entries: list[FileEntry]) -> None:
+    """The tree on disk is exactly what the archive lists (plus the directories above its
+    members): nothing missing, nothing extra, nothing of another kind."""
+    found = {entry.path: entry.kind for entry in entries}
+    parents = {"/".join(name.split("/")[:depth]) for name in expected for depth in range(1, name.count("/") + 1)}
+    missing = sorted(name for name, kind in expected.items() if found.get(name) != kind)
+    extra = sorted(name for name in found if name not in expected and name not in parents)
+    if missing or extra:
+        raise ExtractError(f"{dest} does not hold what {archive.name} lists: "
+                           f"{len(missing)} missing or changed (e.g. {missing[:3]}), "
+                           f"{len(extra)} unexpected (e.g. {extra[:3]}); did something else write there?")
 
 
 def _replace_tree(new: Path, dest: Path) -> None:
@@ -116,22 +136,35 @@ def _remove(path: Path) -> None:
 # --- the format readers ------------------------------------------------------------------
 
 
-def _extract_tar(archive: Path, writer: _TreeWriter) -> None:
+_DECOMPRESSORS = {"tar.gz": gzip.open, "tar.bz2": bz2.open, "tar.xz": lzma.open}
+
+
+def _extract_tar(archive: Path, writer: _TreeWriter, fmt: str) -> None:
     # Stream mode: one decompression pass even for .tar.gz (random access would rewind).
-    with tarfile.open(archive, mode="r|*") as tar:
-        for member in tar:
-            if member.isdir():
-                writer.add_dir(member.name)
-            elif member.isreg():
-                stream = tar.extractfile(member)
-                assert stream is not None
-                writer.add_file(member.name, stream, executable=bool(member.mode & 0o111))
-            elif member.issym():
-                writer.add_symlink(member.name, member.linkname)
-            elif member.islnk():
-                writer.add_hardlink(member.name, member.linkname)
-            else:
-                writer.reject(member.name, "is a device, fifo or other special file")
+    # tarfile stops at the end-of-archive blocks, before the compressed stream's trailer:
+    # reading on to EOF makes gzip check its CRC-32 and length (bz2 and xz their own checks).
+    opener = _DECOMPRESSORS.get(fmt)
+    with (opener(archive, "rb") if opener else open(archive, "rb")) as stream:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            for member in tar:
+                _tar_member(tar, member, writer)
+        while stream.read(CHUNK_SIZE):
+            pass
+
+
+def _tar_member(tar: tarfile.TarFile, member: tarfile.TarInfo, writer: _TreeWriter) -> None:
+    if member.isdir():
+        writer.add_dir(member.name)
+    elif member.isreg():
+        source = tar.extractfile(member)
+        assert source is not None
+        writer.add_file(member.name, source, executable=bool(member.mode & 0o111))
+    elif member.issym():
+        writer.add_symlink(member.name, member.linkname)
+    elif member.islnk():
+        writer.add_hardlink(member.name, member.linkname)
+    else:
+        writer.reject(member.name, "is a device, fifo or other special file")
 
 
 def _extract_zip(archive: Path, writer: _TreeWriter) -> None:
@@ -321,6 +354,10 @@ class _TreeWriter:
     def _claim(self, name: str, kind: str) -> None:
         self.kinds.pop(name, None)  # a later member of the same name replaces the earlier
         self.kinds[name] = kind
+
+    def expected(self) -> dict[str, str]:
+        """Every member name and the kind of entry it becomes on disk."""
+        return {name: "file" if kind == "hardlink" else kind for name, kind in self.kinds.items()}
 
     def finish(self) -> None:
         """Check every link against the whole archive, create the links, normalise dirs."""

@@ -2,19 +2,22 @@
 
 Layout under `FetchSettings.cache_dir`:
 
-    sha256/<hex>/<filename>              the verified file
-    sha256/<hex>/.<filename>.meta.json   its size and origin; a hit whose size matches is
-                                         trusted without re-hashing
+    sha256/<hex>/<filename>              the verified file, a private copy (never a link
+                                         to a mirror's or an origin's file)
+    sha256/<hex>/.<filename>.meta.json   its size and where it came from
     partial/<sha256 of url>.part         an interrupted download, resumed with Range
     partial/<sha256 of origin>.lock      serialises threads/processes fetching one origin
 
 Origins are tried in order: each mirror (a directory, or an http(s)/file URL prefix, as
 `<mirror>/<filename>`), then the upstream URL. A pinned sha256 that is already in the
 cache never touches the network; `offline=True` never touches it at all.
+
+A cache entry is re-hashed whenever it is looked up (a fetch step runs only when something
+changed, so null builds never pay for it): an entry altered in place, even to other bytes
+of the same size, is evicted with a message and fetched anew.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -30,7 +33,8 @@ from typing import IO, Iterator
 
 import requests
 
-from .files import CHUNK_SIZE, hardlink_or_copy, sha256_file, write_json
+from ..locks import FileLock
+from .files import CHUNK_SIZE, sha256_file, write_json
 
 PROGRESS_THRESHOLD = 8 << 20
 USER_AGENT = "anira-backends-fetch"
@@ -169,11 +173,8 @@ def _mismatch(origin: str, expected: str, actual: str) -> FetchError:
 def _ingest_local(source: Path, download: Download, pin: str | None, cache: _Cache) -> Fetched | None:
     if not source.is_file():
         return None
-    actual = sha256_file(source)
-    if pin is not None and actual != pin:
-        raise _mismatch(str(source), pin, actual)
-    path = cache.admit_copy(source, actual, download.filename, str(source))
-    return Fetched(path, actual, str(source))
+    path = cache.admit_copy(source, pin, download.filename, str(source))
+    return Fetched(path, path.parent.name, str(source))
 
 
 # --- HTTP origins ----------------------------------------------------------------------
@@ -352,18 +353,16 @@ class _Cache:
         return self.root / "partial" / f"{_key(origin)}.lock"
 
     def lookup(self, digest: str, filename: str) -> Path | None:
-        """The cached file if present and intact; a corrupt entry is removed."""
+        """The cached file if present and intact (re-hashed); an altered entry is evicted."""
         final = self.final_path(digest, filename)
-        try:
-            size = final.stat().st_size
-        except FileNotFoundError:
+        if not final.is_file():
             return None
-        if _recorded_size(self._sidecar(digest, filename)) == size:
+        actual = sha256_file(final)
+        if actual == digest:
             return final
-        if sha256_file(final) == digest:
-            self._record(digest, filename, size, origin="(found in cache)")
-            return final
-        final.unlink()
+        print(f"fetch {filename}: the cached copy was altered (sha256 {actual}, expected {digest}); "
+              "evicted, fetching it anew", file=sys.stderr)
+        evict(final)
         return None
 
     def admit_move(self, source: Path, digest: str, filename: str, origin: str) -> Path:
@@ -373,18 +372,22 @@ class _Cache:
         self._record(digest, filename, final.stat().st_size, origin)
         return final
 
-    def admit_copy(self, source: Path, digest: str, filename: str, origin: str) -> Path:
-        final = self.final_path(digest, filename)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        temp = final.with_name(f"{filename}.tmp-{os.getpid()}-{threading.get_ident()}")
-        temp.unlink(missing_ok=True)
+    def admit_copy(self, source: Path, pin: str | None, filename: str, origin: str) -> Path:
+        """Copy `source` into the cache, hashing the bytes copied (one pass: what is hashed is
+        what is kept); a copy whose hash is not `pin` is discarded."""
+        partial = self.root / "partial"
+        partial.mkdir(parents=True, exist_ok=True)
+        temp = partial / f"{filename}.tmp-{os.getpid()}-{threading.get_ident()}"
         try:
-            hardlink_or_copy(source, temp)
+            actual = _copy_hashing(source, temp)
+            if pin is not None and actual != pin:
+                raise _mismatch(str(source), pin, actual)
+            final = self.final_path(actual, filename)
+            final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(temp, final)
-        except BaseException:
+        finally:
             temp.unlink(missing_ok=True)
-            raise
-        self._record(digest, filename, final.stat().st_size, origin)
+        self._record(actual, filename, final.stat().st_size, origin)
         return final
 
     def _record(self, digest: str, filename: str, size: int, origin: str) -> None:
@@ -392,41 +395,25 @@ class _Cache:
                    {"filename": filename, "origin": origin, "sha256": digest, "size": size})
 
 
-def _recorded_size(sidecar: Path) -> int | None:
-    try:
-        return int(json.loads(sidecar.read_text(encoding="utf-8"))["size"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def _copy_hashing(source: Path, dest: Path) -> str:
+    digest = hashlib.sha256()
+    with open(source, "rb") as reader, open(dest, "wb") as writer:
+        while chunk := reader.read(CHUNK_SIZE):
+            digest.update(chunk)
+            writer.write(chunk)
+    return digest.hexdigest()
+
+
+def evict(path: Path) -> None:
+    """Remove a cache entry and its sidecar (an entry whose bytes no longer match its name)."""
+    path.unlink(missing_ok=True)
+    path.with_name(f".{path.name}.meta.json").unlink(missing_ok=True)
 
 
 def _key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """Hold an OS file lock: SCons runs legs in threads, and users run several scons."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+b") as handle:
-        if os.name == "nt":
-            import msvcrt
-
-            while True:
-                try:
-                    msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
-                    break
-                except OSError:  # LK_LOCK gives up after ~10 s; keep waiting
-                    continue
-            try:
-                yield
-            finally:
-                handle.seek(0)
-                msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
-        else:
-            import fcntl
-
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+def _exclusive(lock_path: Path) -> FileLock:
+    """Serialise fetches of one origin: SCons runs legs in threads, and users run several scons."""
+    return FileLock(lock_path, record_holder=False)

@@ -10,6 +10,7 @@ and legs with the same set do. Patches are idempotent edit scripts with this pro
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,7 +111,7 @@ def copy_tree(origin: Path, dest: Path) -> None:
 
 def prepare_tree(origin: Path, dest: Path, scripts: list[Path]) -> list[PatchOutcome]:
     """Build `dest` = origin + patches, atomically (a half-patched tree never appears)."""
-    temp = dest.with_name(dest.name + ".tmp")
+    temp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
     shutil.rmtree(temp, ignore_errors=True)
     temp.mkdir(parents=True)
     try:

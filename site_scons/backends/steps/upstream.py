@@ -7,9 +7,10 @@ import shutil
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..model.plan import Command
-from ..run import heavy_slot, limited_env, run
-from .context import LegDirs, expand, expand_argv
+from ..model.plan import Command, Plan
+from ..run import heavy_slot, limited_env, passed_environment, run
+from ..toolchain import identity
+from .context import LegDirs, env_names, expand, expand_argv
 from .source import copy_tree
 
 
@@ -28,6 +29,31 @@ def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
     extra["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SITE_SCONS), extra.get("PYTHONPATH", "")]))
     extra.update({k: v for k, v in environ.items() if k.startswith("ANIRA_")})
     return limited_env(extra)
+
+
+# What CMake, Ninja and the upstream build scripts start: their versions are part of a build.
+BUILD_TOOLS = ("cmake", "ninja", "cc", "c++", "cl", "clang", "clang-cl")
+
+
+def _commands(plan: Plan) -> tuple[Command, ...]:
+    return (*plan.build, *plan.fixups)
+
+
+def environment_signature(plan: Plan, environ: Mapping[str, str]) -> dict[str, str]:
+    """Every host variable the plan's commands receive (the runner's allow-list, what their
+    `{env:X}` symbols read, the step graph's ANIRA_* settings): each can change the output."""
+    texts = [text for command in _commands(plan) for text in (*command.argv, *command.env.values(), command.cwd)]
+    passed = passed_environment(environ, env_names([*texts, *plan.env.values()]))
+    passed.update({key: value for key, value in environ.items() if key.startswith("ANIRA_")})
+    return dict(sorted(passed.items()))
+
+
+def toolchain_identity(plan: Plan, environ: Mapping[str, str]) -> dict[str, str]:
+    """The compilers and tools the plan's commands will find on their PATH (CC/CXX first,
+    as CMake takes them), each with its resolved path and version."""
+    env = {**environ, **plan.env}
+    names = [env[key] for key in ("CC", "CXX") if env.get(key)] + list(BUILD_TOOLS)
+    return identity(names, env.get("PATH", os.defpath))
 
 
 def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,

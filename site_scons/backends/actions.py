@@ -1,0 +1,483 @@
+"""What each declared step does when SCons runs it (graph.py declares them).
+
+SCons hands an action only its target and source nodes; `STEPS` maps each step's record
+to the step: its name, its leg and the call that does the work. `dispatch` runs one:
+it withdraws the leg's old archive from dist/ (its inputs changed), runs the step, and
+writes the step's record last (records.py). Any error becomes one SCons failure that
+names the leg, the step and a log; it is remembered for the end-of-run summary.
+"""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from SCons.Errors import BuildError
+
+from . import sign
+from .frontend import Settings
+from .host import Host
+from .model.engine import Engine
+from .model.matrix import Matrix
+from .model.plan import Download, Plan
+from .model.recipes import leg_engine, plan_leg
+from .pins import record_commit, record_pin
+from .records import INPUTS, OUTPUTS, Records
+from .steps import archive as archive_step
+from .steps import fetch as fetch_step
+from .steps import git as git_step
+from .steps import manifest as manifest_step
+from .steps import publish as publish_step
+from .steps import smoke as smoke_step
+from .steps import source as source_step
+from .steps import stage as stage_step
+from .steps import upstream as upstream_step
+from .steps import verify as verify_step
+from .steps.context import LegDirs
+from .steps.extract import extract
+from .steps.files import list_tree, sha256_file, write_json
+from .steps.universal import universal_tree
+from .run import RunError
+from .steps.bundle import BundleError
+from .steps.context import ExpandError
+from .steps.extract import ExtractError
+from .steps.inspect import InspectError
+from .steps.source import PatchError
+from .steps.stage import StageError
+from .steps.universal import UniversalError
+from .summary import Summary
+from .toolchain import ToolMissing
+
+# Steps whose rerun means the leg's published archive no longer matches its inputs.
+LEG_STEPS = frozenset({"build", "stage", "merge", "archive", "verify", "smoke", "publish"})
+# Fault injection for the crash tests: `kill-after:<step>[:<leg>]` SIGKILLs the run right
+# after that step's record is written, as a power cut or `kill -9` would.
+FAULT_VARIABLE = "ANIRA_FAULT"
+
+
+class StepFailure(RuntimeError):
+    """A step that cannot do its work; the message says why and what to do."""
+
+
+NAMED_ERRORS = (StepFailure, fetch_step.FetchError, ExtractError, PatchError, StageError, archive_step.ArchiveError,
+                verify_step.ContractError, InspectError, BundleError, UniversalError, ExpandError, RunError,
+                ToolMissing, publish_step.PublishError, OSError)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    body: dict[str, Any]
+    outputs: tuple[Path, ...] = ()  # files the step wrote besides its declared targets
+
+
+@dataclass
+class LegNodes:
+    plan: Plan
+    engine: Engine
+    dirs: LegDirs
+    source_manifest: Path | None = None  # names the tree the leg builds from (patched, checked out, extracted)
+    archive: Path | None = None  # in the leg's build dir
+    published: Path | None = None  # in dist/
+    nodes: dict[str, Any] = field(default_factory=dict)  # step name -> its SCons target node
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    leg: str
+    work: Callable[[], StepResult]
+
+
+@dataclass
+class RunContext:
+    """What every action may need about this run."""
+
+    root: Path
+    settings: Settings
+    matrix: Matrix
+    host: Host
+    environ: dict[str, str]
+    records: Records
+    summary: Summary
+    legs: dict[str, LegNodes] = field(default_factory=dict)
+    steps: dict[str, Step] = field(default_factory=dict)  # record path -> step
+
+    @property
+    def build_root(self) -> Path:
+        return self.root / "build"
+
+    @property
+    def dist(self) -> Path:
+        return self.root / "dist"
+
+    def engine(self, leg_id: str) -> Engine:
+        return leg_engine(self.matrix, self.matrix.leg(leg_id), self.settings.version or None)
+
+
+RUN: list[RunContext] = []
+
+
+def _run() -> RunContext:
+    return RUN[0]
+
+
+def _read(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())
+
+
+# -- dispatch --------------------------------------------------------------------------------
+
+def describe(target: list[Any], source: list[Any], env: Any) -> str:
+    return f"[{env['GRAPH_STEP']}] {env['GRAPH_DESCRIBE']}"
+
+
+def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
+    run = _run()
+    record = run.records.record_of(target[0].abspath)
+    step = run.steps[record]
+    inputs = [child.abspath for child in target[0].children()]
+    started = time.monotonic()
+    try:
+        if step.name in LEG_STEPS:
+            _withdraw(run, step.leg)
+        result = step.work()
+        outputs = [Path(t.abspath) for t in target if t.abspath != record] + list(result.outputs)
+        run.records.write(Path(record), result.body, inputs, outputs)
+        run.summary.step_done(step.leg, step.name)
+        _inject_fault(step)
+        print(f"[{step.name}] {step.leg} done in {time.monotonic() - started:.1f} s", flush=True)
+    except Exception as error:  # every step error becomes one clear SCons failure
+        message = _message(error)
+        log = _failure_log(run, step, message)
+        run.summary.step_failed(step.leg, step.name, log)
+        if os.environ.get("ANIRA_TRACEBACK") or not _named(error):
+            traceback.print_exc()
+        raise BuildError(errstr=f"{step.leg}: {step.name} failed: {message}") from error
+    return None
+
+
+def _named(error: Exception) -> bool:
+    """The project's own errors say what is wrong; anything else is a bug and shows its traceback."""
+    return isinstance(error, NAMED_ERRORS)
+
+
+def _message(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        where = error.filename or "the disk"
+        return f"no space left on {where}; free some (`scons gc=1` removes unreferenced trees) and run again"
+    return str(error)
+
+
+def _failure_log(run: RunContext, step: Step, message: str) -> Path:
+    """The log a failure points to: the step's own log when a command failed, else one
+    written here with the message (so every failure names a file to read)."""
+    nodes = run.legs.get(step.leg)
+    logs = nodes.dirs.logs if nodes else run.build_root / "logs"
+    log = logs / f"{step.name}.log"
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(f"==== [{step.leg}] {step.name} failed {time.strftime('%Y-%m-%d %H:%M:%S')}\n{message}\n")
+    except OSError:
+        pass
+    cause = sys.exc_info()[1]
+    if isinstance(cause, RunError):
+        return cause.log
+    return log
+
+
+def _inject_fault(step: Step) -> None:
+    wanted = os.environ.get(FAULT_VARIABLE, "")
+    if not wanted.startswith("kill-after:"):
+        return
+    name, _, leg = wanted[len("kill-after:"):].partition(":")
+    if name == step.name and leg in ("", step.leg):
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _withdraw(run: RunContext, leg_id: str) -> None:
+    nodes = run.legs.get(leg_id)
+    if nodes is None or nodes.published is None:
+        return
+    moved = publish_step.withdraw(nodes.published, run.dist / ".stale")
+    if moved:
+        run.summary.withdrawn(leg_id, moved)
+        print(f"[withdraw] {leg_id}: its inputs changed; dist/{nodes.published.name} moved to dist/.stale/ "
+              "until it is rebuilt", flush=True)
+
+
+# -- fetch / extract / patch ------------------------------------------------------------------
+
+def fetch(engine_name: str, download: Download, origin: str, record: Path) -> StepResult:
+    run = _run()
+    if download.kind == "git":
+        return _git_checkout(engine_name, download, origin, record)
+    settings = run.settings
+    fetched = fetch_step.fetch(
+        fetch_step.Download(url=origin or download.url, filename=Path(origin).name if origin else download.filename,
+                            sha256=None if origin else (download.sha256 or None)),
+        fetch_step.FetchSettings(cache_dir=settings.cache, mirrors=settings.mirrors, offline=settings.offline,
+                                 lock=settings.lock or bool(origin)))
+    if settings.lock and not origin and not download.sha256:
+        record_pin(run.matrix.engines[engine_name].root / "engine.toml", download.filename, fetched.sha256)
+    body = {"name": download.name, "url": download.url, "override": origin, "filename": download.filename,
+            "sha256": fetched.sha256, "path": str(fetched.path)}
+    return StepResult(body, outputs=(fetched.path,))
+
+
+def _git_checkout(engine_name: str, download: Download, origin: str, record: Path) -> StepResult:
+    run = _run()
+    url = origin or _git_mirror(run.settings.mirrors, download) or download.url
+    if run.settings.offline and not Path(url).exists():
+        raise StepFailure(f"offline: no mirror holds {download.filename}; put a clone at <mirror>/{download.filename}")
+    if not download.commit and not run.settings.lock:
+        raise StepFailure(f"{download.url} at {download.ref} has no commit pin; run with lock=1 to record one")
+    dest = record.with_suffix("") / leaf(download)
+    commit = git_step.checkout(url, download.ref, dest, submodules=download.submodules,
+                               log=record.with_suffix(".log"), label=f"git {download.filename}")
+    if download.commit and commit != download.commit:
+        raise StepFailure(f"{download.url} {download.ref} is {commit}, but the pin says {download.commit}")
+    if not download.commit and not origin:
+        record_commit(run.matrix.engines[engine_name].root / "engine.toml", download.name, commit)
+    return StepResult({"name": download.name, "url": download.url, "origin": url, "override": origin,
+                       "ref": download.ref, "commit": commit, "path": str(dest)})
+
+
+def _git_mirror(mirrors: tuple[str, ...], download: Download) -> str:
+    for mirror in mirrors:
+        candidate = Path(mirror) / download.filename
+        if candidate.exists():
+            return str(candidate)
+    return ""
+
+
+def leaf(download: Download) -> str:
+    return download.filename.removesuffix(".git") or download.name
+
+
+def fetched_file(fetch_manifest: Path) -> Path:
+    """The cached file a fetch manifest names, re-hashed: a cache entry altered since the
+    fetch (in place, same size: only a hash can tell) is evicted and the step fails."""
+    record = _read(fetch_manifest)
+    path = Path(record["path"])
+    if not path.is_file():
+        raise StepFailure(f"{path} left the download cache; run again to fetch it anew")
+    actual = sha256_file(path)
+    if actual != record["sha256"]:
+        fetch_step.evict(path)
+        raise StepFailure(f"the cached {path.name} was altered after it was fetched (expected sha256 "
+                          f"{record['sha256']}, found {actual}); it was evicted from the cache: run again to "
+                          "fetch it anew")
+    return path
+
+
+def extract_download(download: Download, fetch_manifest: Path, dest: Path) -> StepResult:
+    archive = fetched_file(fetch_manifest)
+    tree = dest / "tree"
+    entries = extract(archive, tree, fmt=_format_of(archive.name))
+    root = next((tree / r for r in download.roots if (tree / r).is_dir()), tree)
+    if download.roots and root == tree:
+        raise StepFailure(f"{archive.name} has none of the top-level directories {', '.join(download.roots)}")
+    # The bytes' identity makes this manifest change whenever they do, so every later step reruns.
+    return StepResult({"archive": archive.name, "sha256": _read(fetch_manifest)["sha256"], "root": str(root),
+                       "entries": len(entries)})
+
+
+def _format_of(name: str) -> str | None:
+    return "zip" if name.endswith((".whl", ".aar", ".nupkg")) else None
+
+
+def patch(origin_manifest: Path, scripts: list[Path], dest: Path) -> StepResult:
+    record = _read(origin_manifest)
+    origin = Path(record["root"] if "root" in record else record["path"])
+    # An extraction's (root) copy is tree/, a checkout's keeps its leaf name (see Graph.add_leg).
+    tree = dest / "tree" if "root" in record else dest / origin.name
+    outcomes = source_step.prepare_tree(origin, tree, scripts)
+    for outcome in outcomes:
+        print(f"[patch] {outcome.describe()}", flush=True)
+    return StepResult({"origin": str(origin), "origin_id": record.get("sha256") or record.get("commit", ""),
+                       "path": str(tree), "patches": [dataclasses.asdict(o) for o in outcomes]})
+
+
+# -- build / stage / merge --------------------------------------------------------------------
+
+def _shared_src(nodes: LegNodes) -> Path | None:
+    """The tree the leg's source manifest names (patched, checked out or extracted)."""
+    if nodes.source_manifest is None:
+        return None
+    record = _read(nodes.source_manifest)
+    return Path(record["root"] if "root" in record else record["path"])
+
+
+def resolved_dirs(nodes: LegNodes) -> LegDirs:
+    """Manifest paths in the plan's tables become the real files and trees they describe;
+    an in-source build gets its private copy of the tree (see Plan.private_source)."""
+    dirs = nodes.dirs
+    extracts = {n: Path(_read(p)["root"]) for n, p in dirs.extracts.items()}
+    downloads = {n: Path(_read(p)["path"]) for n, p in dirs.downloads.items()}
+    shared = _shared_src(nodes)
+    src = dirs.src
+    if shared is not None:
+        src = dirs.src / shared.name if nodes.plan.private_source else shared
+    return dataclasses.replace(dirs, src=src, extracts=extracts, downloads=downloads)
+
+
+def _source_key(nodes: LegNodes) -> str:
+    """Changes whenever the leg's source tree does (new pin, new bytes, new patch set)."""
+    if not nodes.source_manifest:
+        return ""
+    record = {k: v for k, v in _read(nodes.source_manifest).items() if k not in (INPUTS, OUTPUTS)}
+    return json.dumps(record, sort_keys=True)
+
+
+def build(leg_id: str) -> StepResult:
+    run = _run()
+    nodes = run.legs[leg_id]
+    dirs = resolved_dirs(nodes)
+    plan = nodes.plan
+    key = _source_key(nodes)
+    if plan.private_source and (shared := _shared_src(nodes)) is not None:
+        upstream_step.private_copy(shared, dirs.src, key)
+    ran = upstream_step.build(plan.build, plan.env, dirs, leg_id, run.environ, run.settings.verbose,
+                              run.settings.heavy_jobs, run.build_root / "locks", source_key=key)
+    return StepResult({"leg": leg_id, "commands": ran,
+                       "tools": upstream_step.toolchain_identity(plan, run.environ)})
+
+
+def stage(leg_id: str) -> StepResult:
+    run = _run()
+    nodes = run.legs[leg_id]
+    dirs = resolved_dirs(nodes)
+    signs = signs_here(run, nodes.plan.leg)
+    result = stage_step.stage(nodes.plan, dirs, run.environ, copy=signs)
+    if nodes.plan.fixups:
+        result["fixups"] = upstream_step.run_commands(nodes.plan.fixups, nodes.plan.env, dirs, leg_id, run.environ,
+                                                      run.settings.verbose, log_prefix="fixup")
+    if sign.applies_to(nodes.plan.leg):
+        result["signing"] = sign.sign_stage(dirs.stage, run.environ).record()
+    result["files"] = len([e for e in list_tree(dirs.stage, with_hashes=False) if e.kind != "dir"])
+    return StepResult(result)
+
+
+def signs_here(run: RunContext, leg: Any) -> bool:
+    """Signed and unsigned stages differ: a yes/no in the signature, never the identity."""
+    return sign.applies_to(leg) and sign.will_sign(run.environ)
+
+
+def merge(leg_id: str, input_archives: list[Path]) -> StepResult:
+    run = _run()
+    nodes = run.legs[leg_id]
+    leg, dirs = nodes.plan.leg, nodes.dirs
+    unpacked = []
+    for input_id, archive in zip(leg.inputs, input_archives):
+        where = dirs.src / input_id
+        extract(archive, where)
+        unpacked.append(where)
+    shutil.rmtree(dirs.stage, ignore_errors=True)
+    if leg.aggregate == "universal":
+        report = universal_tree(unpacked[0], unpacked[1], dirs.stage)
+    else:
+        report = _android_bundle([run.matrix.leg(i).arch for i in leg.inputs], unpacked, dirs.stage)
+    record: dict[str, object] = {"inputs": list(leg.inputs), "report": report}
+    if sign.applies_to(leg):  # lipo invalidates the slices' signatures
+        record["signing"] = sign.sign_stage(dirs.stage, run.environ).record()
+    return StepResult(record)
+
+
+def _android_bundle(abis: list[str], unpacked: list[Path], stage_dir: Path) -> list[str]:
+    """include/ from the first ABI, each ABI's libraries under lib/<abi>/."""
+    stage_dir.mkdir(parents=True)
+    shutil.copytree(unpacked[0] / "include", stage_dir / "include", symlinks=True)
+    report = []
+    for abi, tree in zip(abis, unpacked):
+        for lib in sorted((tree / "lib").glob("*")):
+            if lib.is_file():
+                (stage_dir / "lib" / abi).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(lib, stage_dir / "lib" / abi / lib.name)
+                report.append(f"lib/{abi}/{lib.name}")
+    return report
+
+
+# -- archive / verify / smoke / publish ---------------------------------------------------------
+
+def archive(leg_id: str) -> StepResult:
+    run = _run()
+    nodes = run.legs[leg_id]
+    dirs = nodes.dirs
+    assert nodes.archive is not None
+    target = nodes.archive
+    archive_step.write_archive(dirs.stage, target, run.settings.format)
+    archive_step.sha256_sidecar(target)
+    sources = [_source_record(_read(p)) for p in dirs.downloads.values() if Path(p).is_file()]
+    steps_dir = dirs.logs.parent / "steps"
+    names = ["merge"] if nodes.plan.leg.aggregate else (["build"] if nodes.plan.build else []) + ["stage"]
+    steps = {name: _public(_read(steps_dir / f"{name}.json")) for name in names}
+    tools = steps.get("build", {}).get("tools", {})  # what built it, not what is installed now
+    manifest = manifest_step.archive_manifest(nodes.plan, nodes.engine, target, dirs.stage, sources, steps, tools)
+    write_json(target.with_name(target.name + ".json"), manifest)
+    return StepResult({"archive": target.name, "sha256": manifest["sha256"], "size": manifest["size"]})
+
+
+def _public(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A step record without its bookkeeping (local paths and digests of this machine)."""
+    return {k: v for k, v in record.items() if k not in (INPUTS, OUTPUTS)}
+
+
+def _source_record(fetched: Mapping[str, Any]) -> dict[str, Any]:
+    """What the manifest says about a download: where it is pinned, what bytes were used,
+    and an origin only when the command line replaced the upstream one (no local paths
+    of the cache or mirrors: the same bytes give the same manifest)."""
+    keys = ("name", "url", "filename", "sha256", "ref", "commit")
+    record = {k: fetched[k] for k in keys if fetched.get(k)}
+    if fetched.get("override"):
+        record["origin"] = fetched["override"]
+    return record
+
+
+def verify(leg_id: str) -> StepResult:
+    run = _run()
+    nodes = run.legs[leg_id]
+    assert nodes.archive is not None
+    result = verify_step.verify(nodes.archive, nodes.plan.contract, nodes.engine.version, str(run.build_root))
+    return StepResult(result)
+
+
+def smoke(leg_id: str) -> StepResult:
+    run = _run()
+    nodes = run.legs[leg_id]
+    plan, leg = nodes.plan, nodes.plan.leg
+    assert nodes.archive is not None
+    mode = run.host.run_mode(leg)
+    if plan.smoke is None:
+        result = smoke_step.not_run("no consumer program for this package form" if leg.can_run
+                                    else run.host.why_not_run(leg), leg_id)
+    elif mode not in ("native", "rosetta", "simulator", "qemu"):
+        result = smoke_step.not_run(run.host.why_not_run(leg), leg_id)
+    else:
+        result = smoke_step.smoke(nodes.archive, plan.smoke, run.root, nodes.dirs.logs.parent / "smoke",
+                                  nodes.dirs.logs, leg_id, run.environ, run.settings.verbose, mode)
+    run.summary.smoke(leg_id, result)
+    return StepResult({"leg": leg_id, **result})
+
+
+def publish(leg_id: str) -> StepResult:
+    """Copy the verified archive and its sidecars into dist/, the archive last; see publish.py."""
+    run = _run()
+    nodes = run.legs[leg_id]
+    assert nodes.archive is not None and nodes.published is not None
+    published = publish_step.publish(nodes.archive, nodes.published, run.dist / ".stale")
+    run.summary.published(leg_id, nodes.published, published.files)
+    print(f"[publish] dist/{nodes.published.name}: {published.size / 1e6:.1f} MB, {published.files} files",
+          flush=True)
+    return StepResult({"leg": leg_id, "archive": nodes.published.name, "sha256": published.sha256},
+                      outputs=publish_step.published_files(nodes.published))

@@ -1,0 +1,97 @@
+"""Step records: each step says, in its own output, what it was built from.
+
+Every step writes, last and atomically, a record: its manifest, plus `inputs` (the
+signature of every file the step was declared to depend on: its settings, the previous
+steps' records, origin files) and `outputs` (the sha256 of every other file it wrote: the
+archive beside its manifest, a published copy in dist/, the download in the cache).
+
+A step is up to date exactly when its record exists, names the current inputs signature,
+and its outputs still have the recorded digests. That is decided from the files on disk,
+never from .sconsign: SCons writes .sconsign only at exit, so after a kill -9 it can
+describe older bytes than the disk holds, and trusting it published them (the graph's
+decider asks `Records.is_stale`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .digests import DigestCache
+from .steps.files import write_json
+
+INPUTS = "inputs_signature"
+OUTPUTS = "outputs"
+
+
+class Records:
+    def __init__(self, root: Path, digests: DigestCache) -> None:
+        self.root = root
+        self.digests = digests
+        self._record_of: dict[str, str] = {}  # target path -> the record of its step
+        self._stale: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    def register(self, targets: Iterable[str], record: str) -> None:
+        for target in targets:
+            self._record_of[os.path.abspath(target)] = os.path.abspath(record)
+
+    def knows(self, target: str) -> bool:
+        return os.path.abspath(target) in self._record_of
+
+    def record_of(self, target: str) -> str:
+        return self._record_of[os.path.abspath(target)]
+
+    def _label(self, path: str) -> str:
+        try:
+            return Path(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return path
+
+    def signature(self, inputs: Iterable[str]) -> str:
+        """One hash over the inputs' names and contents, in declaration order."""
+        digest = hashlib.sha256()
+        for path in inputs:
+            digest.update(f"{self._label(path)}\0{self.digests.digest(Path(path)) or 'missing'}\n".encode())
+        return digest.hexdigest()
+
+    def is_stale(self, target: str, inputs: list[str]) -> bool:
+        """True unless `target`'s step record matches the current inputs and outputs."""
+        record = self.record_of(target)
+        with self._lock:
+            known = self._stale.get(record)
+        if known is not None:
+            return known
+        stale = self._check(record, inputs)
+        with self._lock:
+            self._stale[record] = stale
+        return stale
+
+    def _check(self, record: str, inputs: list[str]) -> bool:
+        body = read_record(Path(record))
+        if body is None or body.get(INPUTS) != self.signature(inputs):
+            return True
+        outputs = body.get(OUTPUTS)
+        if not isinstance(outputs, dict):
+            return True
+        return any(self.digests.digest(Path(path)) != digest for path, digest in outputs.items())
+
+    def write(self, record: Path, body: Mapping[str, Any], inputs: list[str], outputs: Iterable[Path]) -> None:
+        """Write the step's record (last: it is the commit point of the step)."""
+        full = dict(body)
+        full[INPUTS] = self.signature(inputs)
+        full[OUTPUTS] = {os.path.abspath(p): self.digests.digest(Path(p)) for p in outputs}
+        write_json(record, full)
+        with self._lock:
+            self._stale[os.path.abspath(record)] = False
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
