@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from SCons.Errors import BuildError
+from SCons.Node.Python import Value
 
 from . import sign
 from .frontend import Settings
@@ -31,7 +32,7 @@ from .model.matrix import Matrix
 from .model.plan import Download, Plan
 from .model.recipes import leg_engine, plan_leg
 from .pins import record_commit, record_pin
-from .records import INPUTS, OUTPUTS, Records
+from .records import INPUTS, OUTPUTS, Inputs, Records
 from .steps import archive as archive_step
 from .steps import fetch as fetch_step
 from .steps import git as git_step
@@ -57,8 +58,6 @@ from .steps.universal import UniversalError
 from .summary import Summary
 from .toolchain import ToolMissing
 
-# Steps whose rerun means the leg's published archive no longer matches its inputs.
-LEG_STEPS = frozenset({"build", "stage", "merge", "archive", "verify", "smoke", "publish"})
 # Fault injection for the crash tests: `kill-after:<step>[:<leg>]` SIGKILLs the run right
 # after that step's record is written, as a power cut or `kill -9` would.
 FAULT_VARIABLE = "ANIRA_FAULT"
@@ -93,8 +92,9 @@ class LegNodes:
 @dataclass(frozen=True)
 class Step:
     name: str
-    leg: str
+    leg: str  # the leg that declared it, named in messages
     work: Callable[[], StepResult]
+    legs: list[str] = field(default_factory=list)  # every leg built from it (downloads are shared)
 
 
 @dataclass
@@ -144,11 +144,11 @@ def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
     run = _run()
     record = run.records.record_of(target[0].abspath)
     step = run.steps[record]
-    inputs = [child.abspath for child in target[0].children()]
+    inputs = inputs_of(target[0])
     started = time.monotonic()
     try:
-        if step.name in LEG_STEPS:
-            _withdraw(run, step.leg)
+        for leg in step.legs:  # a step that reruns means their archives no longer match their inputs
+            _withdraw(run, leg)
         result = step.work()
         outputs = [Path(t.abspath) for t in target if t.abspath != record] + list(result.outputs)
         run.records.write(Path(record), result.body, inputs, outputs)
@@ -158,11 +158,23 @@ def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
     except Exception as error:  # every step error becomes one clear SCons failure
         message = _message(error)
         log = _failure_log(run, step, message)
-        run.summary.step_failed(step.leg, step.name, log)
+        for leg in step.legs:
+            run.summary.step_failed(leg, step.name, log)
         if os.environ.get("ANIRA_TRACEBACK") or not _named(error):
             traceback.print_exc()
         raise BuildError(errstr=f"{step.leg}: {step.name} failed: {message}") from error
     return None
+
+
+def inputs_of(node: Any) -> Inputs:
+    """What `node`'s step is built from: its file dependencies and its settings Value."""
+    files, settings = [], []
+    for child in node.children():
+        if isinstance(child, Value):
+            settings.append(str(child.value))
+        else:
+            files.append(child.abspath)
+    return Inputs(tuple(files), tuple(settings))
 
 
 def _named(error: Exception) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -49,7 +50,7 @@ class DigestCache:
             st = os.stat(key)
         except OSError:
             return None
-        if not os.path.isfile(key):
+        if not stat.S_ISREG(st.st_mode):
             return None
         identity = _identity(st)
         with self._lock:

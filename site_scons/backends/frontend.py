@@ -34,7 +34,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Invocation:
-    mode: str  # build | list | ci-matrix | plan
+    mode: str  # build | list | ci-matrix | plan | gc
     plans: tuple[Plan, ...]
     settings: Settings
 
@@ -144,7 +144,8 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
     if len(commands) > 1:
         raise SelectionError(f"choose one of {', '.join(COMMANDS)}")
     plan_only = parse_bool("plan", arguments.get("plan", "0"))
-    mode = commands[0] if commands else ("plan" if plan_only else "build")
+    collect = parse_bool("gc", arguments.get("gc", "0"))
+    mode = commands[0] if commands else ("plan" if plan_only else "gc" if collect else "build")
     leg_targets = [t for t in targets if _is_leg_like(t, tuple(matrix.engines))]
     legs = _select(matrix, arguments, leg_targets, host, building=(mode == "build"))
     _check_version_override(legs, settings.version)

@@ -36,11 +36,12 @@ from .sign import applies_to as sign_applies
 from .steps import source as source_step
 from .steps import upstream as upstream_step
 from .steps.context import LegDirs
-from .steps.files import atomic_write_text
 from .toolchain import identity
 
 # Bump when a step's implementation changes what it produces, so outputs are rebuilt.
 STEP_VERSION = 2
+# SCons' index of the decider that asks the environment (`env.Decider`) about a source.
+DECIDE_SOURCE = 4
 SMOKE_TOOLS = {"qemu": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64")}
 
 
@@ -89,30 +90,32 @@ class Graph:
         return self.run.legs
 
     # -- helpers ---------------------------------------------------------------------
-    def _settings_file(self, record: Path, step: str, payload: object) -> Any:
-        """The step's settings as a file beside its record, rewritten only when they change."""
-        path = record.with_name(record.name.removesuffix(".json") + ".settings.json")
-        text = canonical({"step": step, "step_version": STEP_VERSION, **_as_dict(payload)}) + "\n"
-        try:
-            current = path.read_text(encoding="utf-8")
-        except OSError:
-            current = None
-        if current != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, text)
-        return self.env.File(str(path))
+    def _settings(self, step: str, payload: object) -> Any:
+        """The step's settings as a Value. Value nodes normally bypass the environment's
+        decider (SCons compares them with .sconsign, which a kill -9 leaves stale); routed
+        through it, the step records decide for every input (`decide`)."""
+        value = self.env.Value(canonical({"step": step, "step_version": STEP_VERSION, **_as_dict(payload)}))
+        value.changed_since_last_build = DECIDE_SOURCE
+        return value
 
     def _step(self, targets: list[Path], sources: list[Any], step: str, leg_id: str, describe: str,
               work: Callable[[], StepResult], payload: object) -> Any:
         """One step: `targets` (the record last), its settings and `sources`, and the work."""
         record = targets[-1]
-        inputs = [self._settings_file(record, step, payload), *sources]
+        inputs = [self._settings(step, payload), *sources]
         nodes = self.env.Command([str(t) for t in targets], inputs, self._action, GRAPH_STEP=step,
                                  GRAPH_LEG=leg_id, GRAPH_DESCRIBE=describe)
         self.env.NoCache(nodes)
         self.run.records.register([str(t) for t in targets], str(record))
-        self.run.steps[os.path.abspath(record)] = Step(step, leg_id, work)
+        self.run.steps[os.path.abspath(record)] = Step(step, leg_id, work, [leg_id])
         return nodes
+
+    def _reuse(self, target: Path, leg: Leg) -> Any:
+        """A shared step's node, now also a step of `leg`."""
+        legs = self.run.steps[os.path.abspath(target)].legs
+        if leg.id not in legs:
+            legs.append(leg.id)
+        return self._shared[target]
 
     def _engine(self, leg: Leg) -> Engine:
         return leg_engine(self.matrix, leg, self.settings.version or None)
@@ -140,7 +143,7 @@ class Graph:
         kind = "git" if download.kind == "git" else "downloads"
         target = self.build_root / kind / f"{plan.leg.engine}-{download.name}-{key}.json"
         if target in self._shared:
-            return self._shared[target], target
+            return self._reuse(target, plan.leg), target
         sources = []
         if origin and Path(origin).is_file():
             sources.append(self.env.File(str(Path(origin).resolve())))
@@ -153,7 +156,7 @@ class Graph:
     def extract(self, plan: Plan, download: Download, fetch_node: Any, fetch_manifest: Path) -> tuple[Any, Path]:
         target = self.build_root / "extract" / f"{fetch_manifest.stem}.json"
         if target in self._shared:
-            return self._shared[target], target
+            return self._reuse(target, plan.leg), target
         origin = self._origin(plan, download)
         node = self._step([target], [fetch_node], "extract", plan.leg.id,
                           Path(origin).name if origin else download.filename,
@@ -168,7 +171,7 @@ class Graph:
         key = short_hash(origin_manifest.name, [source_step.patch_key(s) for s in scripts])
         target = self.build_root / "src" / f"{engine.name}-{engine.version}-{key}.json"
         if target in self._shared:
-            return self._shared[target], target
+            return self._reuse(target, plan.leg), target
         node = self._step([target], [origin_node, *(self.env.File(str(s)) for s in scripts)], "patch",
                           plan.leg.id, f"{engine.name} {engine.version}: " + ", ".join(p.name for p in plan.patches),
                           partial(actions.patch, origin_manifest, scripts, target.with_suffix("")),
@@ -333,8 +336,7 @@ def decide(dependency: Any, target: Any, prev_ni: Any, repo_node: Any = None) ->
     """Rebuild `target` unless its step's record says it was built from exactly the current
     inputs and its outputs are intact (records.py). The answer is the same for every
     dependency of a target; SCons asks once per dependency, the records remember it."""
-    records = actions.RUN[0].records
-    return records.is_stale(target.abspath, [child.abspath for child in target.children()])
+    return actions.RUN[0].records.is_stale(target.abspath, partial(actions.inputs_of, target))
 
 
 def declare(env: Any, run: RunContext, invocation: Invocation) -> Graph:
@@ -343,5 +345,5 @@ def declare(env: Any, run: RunContext, invocation: Invocation) -> Graph:
     graph = Graph(env, run)
     for plan in invocation.plans:
         graph.add_leg(plan.leg)
-    scons.Default([graph.legs[plan.leg.id].nodes["publish"] for plan in invocation.plans])
+    scons.Default([plan.leg.id for plan in invocation.plans])  # the legs' aliases
     return graph

@@ -43,6 +43,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("wait", "when another run holds this tree's build/: wait for it (1) or refuse at once (0)", "1",
            boolean=True),
     Option("verbose", "print full command lines and stream upstream build output", "0", boolean=True),
+    Option("gc", "remove build trees, source trees and cache entries no leg references any more "
+           "(with a size report) instead of building", "0", boolean=True),
     Option("plan", "print each selected leg's steps and exact commands instead of building", "0", boolean=True),
 )
 

@@ -1,7 +1,7 @@
 """Step records: each step says, in its own output, what it was built from.
 
 Every step writes, last and atomically, a record: its manifest, plus `inputs` (the
-signature of every file the step was declared to depend on: its settings, the previous
+signature of everything the step was declared to depend on: its settings, the previous
 steps' records, origin files) and `outputs` (the sha256 of every other file it wrote: the
 archive beside its manifest, a published copy in dist/, the download in the cache).
 
@@ -17,14 +17,23 @@ import hashlib
 import json
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .digests import DigestCache
 from .steps.files import write_json
 
 INPUTS = "inputs_signature"
 OUTPUTS = "outputs"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a step is built from: the files it depends on, and its settings (canonical JSON)."""
+
+    files: tuple[str, ...]
+    settings: tuple[str, ...]
 
 
 class Records:
@@ -51,26 +60,29 @@ class Records:
         except ValueError:
             return path
 
-    def signature(self, inputs: Iterable[str]) -> str:
-        """One hash over the inputs' names and contents, in declaration order."""
+    def signature(self, inputs: Inputs) -> str:
+        """One hash over the input files' names and contents and the settings, in order."""
         digest = hashlib.sha256()
-        for path in inputs:
+        for path in inputs.files:
             digest.update(f"{self._label(path)}\0{self.digests.digest(Path(path)) or 'missing'}\n".encode())
+        for text in inputs.settings:
+            digest.update(f"settings\0{text}\n".encode())
         return digest.hexdigest()
 
-    def is_stale(self, target: str, inputs: list[str]) -> bool:
-        """True unless `target`'s step record matches the current inputs and outputs."""
-        record = self.record_of(target)
+    def is_stale(self, target: str, inputs: Callable[[], Inputs]) -> bool:
+        """True unless `target`'s step record matches the current inputs and outputs. SCons
+        asks once per dependency; the answer is computed once per step (`inputs` lazily)."""
+        record = self._record_of[target]
         with self._lock:
             known = self._stale.get(record)
         if known is not None:
             return known
-        stale = self._check(record, inputs)
+        stale = self._check(record, inputs())
         with self._lock:
             self._stale[record] = stale
         return stale
 
-    def _check(self, record: str, inputs: list[str]) -> bool:
+    def _check(self, record: str, inputs: Inputs) -> bool:
         body = read_record(Path(record))
         if body is None or body.get(INPUTS) != self.signature(inputs):
             return True
@@ -79,7 +91,7 @@ class Records:
             return True
         return any(self.digests.digest(Path(path)) != digest for path, digest in outputs.items())
 
-    def write(self, record: Path, body: Mapping[str, Any], inputs: list[str], outputs: Iterable[Path]) -> None:
+    def write(self, record: Path, body: Mapping[str, Any], inputs: Inputs, outputs: Iterable[Path]) -> None:
         """Write the step's record (last: it is the commit point of the step)."""
         full = dict(body)
         full[INPUTS] = self.signature(inputs)

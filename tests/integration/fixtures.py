@@ -814,14 +814,12 @@ def scons(project: Path, *args: str, env: dict[str, str] | None = None, timeout:
 
 
 def step_manifests(project: Path) -> dict[str, int]:
-    """mtime_ns of every step target (records and dist files): a step that ran rewrote its target.
-    Settings files (`*.settings.json`, the steps' inputs) are not targets."""
+    """mtime_ns of every step target (records and dist files): a step that ran rewrote its target."""
     found = {}
     for pattern in ("build/legs/*/steps/*.json", "build/downloads/*.json", "build/git/*.json",
                     "build/extract/*.json", "build/src/*.json", "dist/*"):
         for path in project.glob(pattern):
-            if not path.name.endswith(".settings.json"):
-                found[path.relative_to(project).as_posix()] = path.stat().st_mtime_ns
+            found[path.relative_to(project).as_posix()] = path.stat().st_mtime_ns
     return found
 
 

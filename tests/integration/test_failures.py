@@ -93,8 +93,7 @@ def test_zip_slip_release_archive(project_factory, upstreams, tmp_path):
     assert not [p for p in tmp_path.rglob("zip-slip-escaped.txt")], "a member escaped the extraction dir"
     # The cache holds the verified download only; no extracted tree was left anywhere.
     assert _cache_files(project) == sorted([f"sha256/{sha}/{name}", f"sha256/{sha}/.{name}.meta.json"])
-    leftovers = [os.path.join(d, f) for d, _, files in os.walk(project / "build/extract") for f in files
-                 if not f.endswith(".settings.json")]
+    leftovers = [os.path.join(d, f) for d, _, files in os.walk(project / "build/extract") for f in files]
     assert leftovers == [], "the refused extraction left files behind"
     assert not (project / f"build/legs/{FIXBIN_LEG}/stage").exists()
     _nothing_published(project)

@@ -1,0 +1,340 @@
+"""Faults: kill -9 at every step boundary, two runs in one tree, an altered cache, inputs
+replaced under the same mtime, publishing across filesystems, environment changes, a
+failed rebuild. After each, the next plain run publishes exactly the bytes of a clean
+build, or fails naming the cause; never "up to date" on wrong bytes.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import fixtures
+from fixtures import LegRow, fixbin_archive, fixsrc_archive, scons
+
+FIXBIN_LEG = fixtures.FIXBIN_LEG_IDS[0]
+GPU_LEG = "fixsrc-linux-x86_64-gpu-shared"
+GPU_ROWS = (LegRow(kind="shared", flavor="gpu", accelerator="coreml"),)
+OTHER_EPOCH = {"SOURCE_DATE_EPOCH": "1700000000"}
+
+
+def _ok(run: fixtures.Run) -> fixtures.Run:
+    assert run.returncode == 0, str(run)
+    return run
+
+
+def _dist(project: Path, archive: str) -> dict[str, bytes]:
+    return {name: (project / "dist" / name).read_bytes() for name in (archive, archive + ".sha256", archive + ".json")}
+
+
+def _up_to_date(project: Path, leg: str) -> None:
+    question = scons(project, "-q", leg)
+    assert question.returncode == 0, f"not up to date after a plain run:\n{question}"
+
+
+class Upstream:
+    """A private upstream for one test: the fixbin release served from its own directory,
+    so the test can publish other bytes under the same name."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.served = tmp_path / "served"
+        self.server = fixtures.Server(self.served).start()
+        self.pins = fixtures.make_fixbin_release(self.served)
+        (self.name, self.sha), = self.pins.items()
+        self.original = (self.served / self.name).read_bytes()
+        # Other bytes under the same name: one more header in the release's include/.
+        tree = fixtures.fixbin_tree(tmp_path / "other-tree")
+        (tree / "include" / "other.h").write_text("#define FIXBIN_OTHER 1\n")
+        other = tmp_path / "other" / self.name
+        self.other_sha = fixtures.write_tgz(other, tree, self.name.removesuffix(".tgz"))
+        self.other = other.read_bytes()
+
+    @property
+    def url(self) -> str:
+        return f"{self.server.base_url}/{{asset}}-{{version}}.{{ext}}"
+
+    def serve(self, data: bytes) -> None:
+        (self.served / self.name).write_bytes(data)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@pytest.fixture
+def upstream(tmp_path: Path):
+    served = Upstream(tmp_path)
+    yield served
+    served.stop()
+
+
+def _fixbin_project(project_factory, upstream: Upstream, name: str = "project") -> Path:
+    project = project_factory(name, fixsrc=False, fixbin=False)
+    fixtures.write_fixbin(project, upstream.url, upstream.pins)
+    return project
+
+
+def _pin(project: Path, upstream: Upstream, sha: str) -> None:
+    engine = project / "engines/fixbin/engine.toml"
+    engine.write_text(re.sub(r'"[0-9a-f]{64}"', f'"{sha}"', engine.read_text()))
+
+
+def _killed(project: Path, step: str, *args: str, env: dict[str, str] | None = None) -> fixtures.Run:
+    run = scons(project, *args, env={"ANIRA_FAULT": f"kill-after:{step}", **(env or {})})
+    assert run.returncode == -signal.SIGKILL, f"the run was not killed after {step}:\n{run}"
+    return run
+
+
+# --------------------------------------------------------------------------- kill -9
+
+
+FIXBIN_STEPS = ("fetch", "extract", "stage", "archive", "verify", "smoke", "publish")
+
+
+@pytest.mark.parametrize("step", FIXBIN_STEPS)
+def test_kill_9_after_a_step_of_a_run_with_other_inputs(project_factory, upstream, step):
+    """The killed run fetched other upstream bytes (a re-published file and its new pin)
+    with another SOURCE_DATE_EPOCH; the plain run after it must publish the clean bytes."""
+    project = _fixbin_project(project_factory, upstream)
+    archive = fixbin_archive(FIXBIN_LEG)
+    _ok(scons(project, FIXBIN_LEG))
+    clean = _dist(project, archive)
+
+    upstream.serve(upstream.other)
+    _pin(project, upstream, upstream.other_sha)
+    _killed(project, step, FIXBIN_LEG, env=OTHER_EPOCH)
+
+    upstream.serve(upstream.original)
+    _pin(project, upstream, upstream.sha)
+    _ok(scons(project, FIXBIN_LEG))
+    assert _dist(project, archive) == clean
+    _up_to_date(project, FIXBIN_LEG)
+
+
+@pytest.mark.parametrize("step", ["patch", "build", "stage"])
+def test_kill_9_after_a_step_of_a_run_with_another_patch(project_factory, step):
+    project = project_factory(fixsrc_rows=GPU_ROWS, fixbin=False)
+    archive = fixsrc_archive(GPU_LEG)
+    _ok(scons(project, GPU_LEG))
+    clean = _dist(project, archive)
+
+    patch = project / "engines/fixsrc/patches/register_coreml.py"
+    original = patch.read_text()
+    patch.write_text(original.replace(fixtures.PATCH_NOTE, "register_coreml v2"))
+    _killed(project, step, GPU_LEG)
+    patch.write_text(original)
+
+    _ok(scons(project, GPU_LEG))
+    assert _dist(project, archive) == clean
+    _up_to_date(project, GPU_LEG)
+
+
+def test_kill_9_during_a_build_kills_its_children(project_factory):
+    """The upstream build (and whatever it started) dies with scons, even on kill -9."""
+    project = project_factory(fixsrc_rows=GPU_ROWS, fixbin=False)
+    sleeping = project / f"build/legs/{GPU_LEG}/work/Release/SLEEPING"
+    child = subprocess.Popen(fixtures.scons_argv(GPU_LEG), cwd=project, start_new_session=True,
+                             env=fixtures.child_env({"FIXSRC_BUILD_SLEEP": "120:gpu-shared"}),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not sleeping.is_file():
+            assert child.poll() is None and time.monotonic() < deadline, "the build never reached its sleep"
+            time.sleep(0.05)
+        build_py = int(sleeping.read_text())
+        child.kill()  # SIGKILL to scons alone, not its process group
+        child.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while _alive(build_py):
+            assert time.monotonic() < deadline, f"build.py (pid {build_py}) outlived the killed scons"
+            time.sleep(0.05)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+# --------------------------------------------------------------------------- one tree, two runs
+
+
+def test_two_concurrent_runs_in_one_tree(project_factory):
+    project = project_factory(fixsrc_rows=GPU_ROWS, fixbin=False)
+    reference = project_factory("reference", fixsrc_rows=GPU_ROWS, fixbin=False)
+    _ok(scons(reference, GPU_LEG))
+    archive = fixsrc_archive(GPU_LEG)
+
+    sleeping = project / f"build/legs/{GPU_LEG}/work/Release/SLEEPING"
+    pause = {"FIXSRC_BUILD_SLEEP": "3:gpu-shared"}  # the build reads it: both runs pass the same
+    first = subprocess.Popen(fixtures.scons_argv(GPU_LEG), cwd=project, text=True, env=fixtures.child_env(pause),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not sleeping.is_file():
+        assert first.poll() is None and time.monotonic() < deadline, first.stdout.read()
+        time.sleep(0.05)
+    refused = scons(project, GPU_LEG, "wait=0", env=pause)
+    assert refused.returncode == 2 and f"pid {first.pid}" in refused.stderr and "in use by" in refused.stderr, \
+        str(refused)
+    second = scons(project, GPU_LEG, env=pause)
+    first_output, _ = first.communicate(timeout=120)
+    assert first.returncode == 0, first_output
+    _ok(second)
+    assert "waiting for it to finish" in second.stderr and f"pid {first.pid}" in second.stderr, str(second)
+    assert second.step_lines() == [], "the second run redid what the first had finished"
+    # The manifests name each project's own paths (the commands that ran); the bytes are the same.
+    assert {name: data for name, data in _dist(project, archive).items() if not name.endswith(".json")} == \
+        {name: data for name, data in _dist(reference, archive).items() if not name.endswith(".json")}
+
+
+def test_temps_of_a_killed_run_are_swept(project_factory, upstream):
+    project = _fixbin_project(project_factory, upstream)
+    _ok(scons(project, FIXBIN_LEG))
+    dead = 4194000 + os.getpid() % 1000  # above pid_max on this kind of machine: never alive
+    left = [project / "build/extract" / f"fixbin-release-x.json.tmp-{dead}",
+            project / "dist" / f".{fixbin_archive(FIXBIN_LEG)}.tmp-{dead}"]
+    (project / "build/extract" / f"tree.tmp-{dead}").mkdir()
+    for path in left:
+        path.write_text("partial")
+    run = _ok(scons(project, FIXBIN_LEG))
+    assert not any(p.exists() for p in left) and not (project / "build/extract" / f"tree.tmp-{dead}").exists()
+    assert "left by an interrupted run" in run.stdout
+
+
+# --------------------------------------------------------------------------- inputs that change
+
+
+def test_an_altered_cache_entry_is_evicted_and_fetched_anew(project_factory, upstream):
+    project = _fixbin_project(project_factory, upstream)
+    archive = fixbin_archive(FIXBIN_LEG)
+    _ok(scons(project, FIXBIN_LEG))
+    clean = _dist(project, archive)
+    cached = project / ".cache/downloads/sha256" / upstream.sha / upstream.name
+    data = bytearray(cached.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one flipped bit, same size, in place
+    cached.write_bytes(bytes(data))
+    requests = len(upstream.server.requests)
+
+    run = _ok(scons(project, FIXBIN_LEG))
+    assert "the cached copy was altered" in run.stderr, str(run)
+    assert cached.read_bytes() == upstream.original
+    assert len(upstream.server.requests) == requests + 1
+    assert _dist(project, archive) == clean
+    _up_to_date(project, FIXBIN_LEG)
+
+
+@pytest.mark.parametrize("same_size", [False, True], ids=["other size", "same size"])
+def test_an_origin_replaced_under_the_same_mtime_is_rebuilt(project_factory, upstream, tmp_path, same_size):
+    project = _fixbin_project(project_factory, upstream)
+    origin = tmp_path / "origin" / upstream.name
+    origin.parent.mkdir()
+    origin.write_bytes(upstream.original)
+    _ok(scons(project, FIXBIN_LEG, f"origin={origin}"))
+    stat = origin.stat()
+
+    replacement = upstream.other
+    if same_size:  # other bytes, same length: flip one byte of the gzip payload
+        replacement = bytearray(upstream.original)
+        replacement[len(replacement) // 2] ^= 0x01
+        replacement = bytes(replacement)
+    else:
+        assert len(replacement) != len(upstream.original)
+    origin.write_bytes(replacement)
+    os.utime(origin, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # touch -r the old file
+    assert origin.stat().st_mtime_ns == stat.st_mtime_ns
+
+    run = scons(project, FIXBIN_LEG, f"origin={origin}")
+    assert run.step_lines(), "an origin with other bytes was taken for up to date"
+    if same_size:  # a corrupt gzip stream: fails naming the cause, and the old archive is withdrawn
+        assert run.returncode != 0 and "cannot extract" in run.stderr, str(run)
+        assert not (project / "dist" / fixbin_archive(FIXBIN_LEG)).exists(), "the old archive stayed in dist/"
+    else:
+        _ok(run)
+        with __import__("zipfile").ZipFile(project / "dist" / fixbin_archive(FIXBIN_LEG)) as zipped:
+            assert "include/other.h" in zipped.namelist()
+
+
+def test_environment_the_steps_pass_on_is_in_their_signature(project_factory, upstream):
+    project = project_factory(fixsrc_rows=(LegRow(kind="shared"),), fixbin=False)
+    leg = "fixsrc-linux-x86_64-shared"
+    _ok(scons(project, leg))
+    run = _ok(scons(project, leg, env={"CMAKE_C_COMPILER_LAUNCHER": "env"}))
+    steps = {line.split()[0] for line in run.step_lines()}
+    assert {"[build]", "[smoke]"} <= steps, str(run)
+    assert _ok(scons(project, leg, env={"CMAKE_C_COMPILER_LAUNCHER": "env"})).step_lines() == []
+
+
+# --------------------------------------------------------------------------- dist/
+
+
+def test_a_failed_rebuild_withdraws_the_old_archive(project_factory, upstream):
+    project = _fixbin_project(project_factory, upstream)
+    archive = fixbin_archive(FIXBIN_LEG)
+    _ok(scons(project, FIXBIN_LEG))
+    smoke = project / "smoke/fixbin/smoke.c"
+    original = smoke.read_text()
+    smoke.write_text(original.replace("fixbin_mul(6, 7) != 42", "fixbin_mul(6, 7) != 43"))
+
+    run = scons(project, FIXBIN_LEG)
+    assert run.returncode != 0
+    assert not (project / "dist" / archive).exists()
+    assert (project / "dist/.stale" / archive).is_file()
+    lines = run.stdout.strip().splitlines()
+    assert any(line.split()[:2] == ["failed", FIXBIN_LEG] for line in lines), run.stdout
+    assert any(line.split()[:2] == ["withdrawn", FIXBIN_LEG] for line in lines), run.stdout
+    assert lines[-1].startswith("the failure's log: build/legs/") and lines[-1].endswith(".log"), run.stdout
+    assert (project / lines[-1].split(": ", 1)[1]).is_file()
+
+    smoke.write_text(original)
+    _ok(scons(project, FIXBIN_LEG))
+    assert (project / "dist" / archive).is_file() and not (project / "dist/.stale").exists()
+
+
+def test_publish_to_another_filesystem(project_factory, upstream):
+    """dist/ on a tmpfs, build/ on the disk: a rename between them fails (EXDEV)."""
+    project = _fixbin_project(project_factory, upstream)
+    dist = project / "dist"
+    dist.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(dist)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); "
+                    "tests/unit/test_publish.py covers EXDEV with a stand-in")
+    try:
+        run = _ok(scons(project, FIXBIN_LEG))
+        archive = fixbin_archive(FIXBIN_LEG)
+        assert os.stat(dist).st_dev != os.stat(project / "build").st_dev
+        assert (dist / (archive + ".sha256")).read_text().split()[0] == fixtures.sha256_of(dist / archive)
+        assert [name for name in os.listdir(dist) if ".tmp-" in name] == []
+        assert "published" in run.stdout
+        _up_to_date(project, FIXBIN_LEG)
+    finally:
+        subprocess.run(["umount", str(dist)], check=False)
+
+
+def test_gc_removes_what_no_leg_references(project_factory, upstream):
+    project = _fixbin_project(project_factory, upstream)
+    _ok(scons(project, FIXBIN_LEG))
+    downloads = sorted((project / "build/downloads").glob("*.json"))
+    upstream.serve(upstream.other)
+    _pin(project, upstream, upstream.other_sha)
+    _ok(scons(project, FIXBIN_LEG))  # the new pin's download and extraction; the old ones linger
+
+    run = _ok(scons(project, "gc=1"))
+    assert f"sha256/{upstream.sha}" in run.stdout and "gc: removed" in run.stdout, str(run)
+    assert not (project / ".cache/downloads/sha256" / upstream.sha).exists()
+    assert (project / ".cache/downloads/sha256" / upstream.other_sha).is_dir()
+    assert all(path.exists() for path in downloads)  # keyed without the pin: still referenced
+    assert _ok(scons(project, "gc=1")).stdout.strip().endswith("gc: nothing unreferenced")
+    _up_to_date(project, FIXBIN_LEG)
