@@ -101,7 +101,8 @@ NOTES = (
 )
 RELOCATE_NOTE = (
     "fixup cmake-relocate: every path in {stage}/lib/cmake/ExecuTorch/*.cmake that lies under "
-    "--build-root (or a cmake-out dir) and names a static library is copied into --lib-dir and rewritten to "
+    "--build-root (written with / or \\, a Windows root in any case: CMake writes D:/... for a D:\\... build dir) "
+    "or a cmake-out dir and names a static library is copied into --lib-dir and rewritten to "
     "${_IMPORT_PREFIX}/lib/<name>; a referenced library that does not exist is an error "
     "(upstream matched 'cmake-out' with `|| true`)"
 )
