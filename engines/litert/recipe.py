@@ -178,7 +178,9 @@ def _android_script(leg: Leg) -> str:
         "export CLANG_COMPILER_PATH=\"$(command -v clang)\" PYTHON_BIN_PATH=\"$(command -v python3)\"",
         f"[ -x /out/cmdline-tools/bin/sdkmanager ] || {{ curl -fsSL -o /tmp/clt.zip {CMDLINE_TOOLS} "
         "&& unzip -qo /tmp/clt.zip -d /out; }",
-        f"yes | {sdkmanager} --licenses >/dev/null",
+        # Not `yes | sdkmanager`: under pipefail `yes` dies of SIGPIPE (141) once sdkmanager has read
+        # its answers, and the script would abort; a process substitution's status does not count.
+        f"{sdkmanager} --licenses < <(yes) >/dev/null",
         f"{sdkmanager} platform-tools 'platforms;android-35' 'build-tools;35.0.1'",
         "[ -d \"$ANDROID_NDK_HOME/toolchains\" ] || { echo \"ERROR: NDK missing at $ANDROID_NDK_HOME\"; exit 1; }",
         "python3 configure.py </dev/null",

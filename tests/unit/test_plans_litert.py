@@ -1,6 +1,7 @@
 """Golden assertions over every LiteRT leg's plan (upstream-spec §1.6, §2.5, §8.2, §8.4)."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,38 @@ def test_android_static_in_the_ml_build_image(plans: dict[str, Plan]) -> None:
         ndk = {d.name: d for d in plan.downloads}["ndk"]
         assert ndk.url == "https://dl.google.com/android/repository/android-ndk-r25b-linux.zip"
         assert plan.bundle is not None and plan.bundle.libraries_from == "{build}/closure.txt"
+
+
+# Like sdkmanager: reads one answer per pending license, records them, exits 0 (or 1 on "n").
+FAKE_SDKMANAGER = """#!/bin/bash
+for license in android-sdk-license android-sdk-preview-license; do
+  read -r answer
+  [ "$answer" = y ] || { echo "license $license declined"; exit 1; }
+  echo "$license" >> "$(dirname "$0")/accepted"
+done
+"""
+
+
+@pytest.mark.parametrize("abi", ["arm64-v8a", "x86_64"])
+def test_android_license_step_survives_pipefail(plans: dict[str, Plan], tmp_path: Path, abi: str) -> None:
+    """The container script's own `set -euo pipefail` line and its license line, run by bash
+    against an sdkmanager that stops reading after its answers (as the real one does)."""
+    script = command(plans[f"litert-android-{abi}-static"], "android build").argv[-1].splitlines()
+    assert script[0] == "set -euo pipefail"
+    licenses = [line for line in script if "--licenses" in line]
+    assert len(licenses) == 1
+    fake = tmp_path / "out" / "cmdline-tools" / "bin" / "sdkmanager"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(FAKE_SDKMANAGER)
+    fake.chmod(0o755)
+    steps = "\n".join([script[0], licenses[0].replace("/out/", f"{tmp_path}/out/"), "echo after-licenses"])
+    done = subprocess.run(["bash", "-c", steps], capture_output=True, text=True)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert done.stdout.strip() == "after-licenses"
+    assert (fake.parent / "accepted").read_text().split() == ["android-sdk-license", "android-sdk-preview-license"]
+    # A failing sdkmanager still stops the script.
+    fake.write_text("#!/bin/bash\nexit 3\n")
+    assert subprocess.run(["bash", "-c", steps], capture_output=True, text=True).returncode == 3
 
 
 def test_ios_slices_and_gates(plans: dict[str, Plan]) -> None:
