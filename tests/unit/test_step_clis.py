@@ -232,6 +232,28 @@ def test_labels_strip_configuration_and_sort_unique(fake_bazel: Path, tmp_path: 
     assert calls(base) == [["cquery", *FLAGS, query, "--output=label"]]
 
 
+def test_bazel_is_started_by_the_path_which_finds(fake_bazel: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`--bazel bazelisk` is a bare name: started through a PATH lookup (shutil.which), never
+    handed to the OS as is; on Windows only that finds npm's bazelisk.cmd."""
+    started: list[str] = []
+    real_run = subprocess.run
+
+    def recording_run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        started.append(argv[0])
+        return real_run(argv, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+    monkeypatch.setattr(bazel_closure.subprocess, "run", recording_run)
+    monkeypatch.setenv("PATH", f"{fake_bazel.parent}{os.pathsep}{os.environ['PATH']}")
+    base, out = tmp_path / "base", tmp_path / "labels.txt"
+    assert closure_cli(Path(fake_bazel.name), base, "labels", "--query", "deps(//x)", out) == 0
+    assert started == [str(fake_bazel)]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert closure_cli(Path("bazelisk"), base, "labels", "--query", "deps(//x)", out) == 1
+    assert "bazelisk not found on PATH" in capsys.readouterr().err
+
+
 def test_labels_fail_on_an_empty_answer_and_on_bazel_errors(fake_bazel: Path, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
