@@ -282,6 +282,15 @@ def _import_lib(leg: Leg) -> Command:
                                   "--machine", machine, "--out", "{stage}/lib/LiteRt.lib"), cwd="{stage}")
 
 
+def _librarian(leg: Leg) -> dict[str, str]:
+    """How a Windows closure is merged, as upstream does: `lib /machine:x64`, and on arm64 LLVM's
+    `llvm-lib /machine:arm64` (MSVC's lib.exe rejects clang-cl's archives with LNK1160)."""
+    if leg.os != "windows":
+        return {}
+    tool = f"{LLVM_DIR}/bin/llvm-lib.exe" if leg.arch == "arm64" else ""
+    return {"tool": tool, "machine": leg.msvc_arch}
+
+
 def _fixups(leg: Leg) -> tuple[Command, ...]:
     fixups = [_build_config()]
     if leg.os == "windows" and leg.kind == "shared":
@@ -337,10 +346,11 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         env.update({"USE_CLANG_CL": "1", "BAZEL_LLVM": LLVM_DIR})
     if leg.kind == "static":
         build = _android_build(leg, engine) if leg.os == "android" else _host_build(leg)
-        bundle = Bundle(output=_lib_files(leg)[0], libraries_from="{build}/closure.txt")
+        bundle = Bundle(output=_lib_files(leg)[0], libraries_from="{build}/closure.txt", **_librarian(leg))
         notes += (CLOSURE_NOTE,)
         if leg.os == "windows" and leg.arch == "arm64":
-            notes += ("bundle: clang-cl archives need llvm-lib /machine:arm64 (lib.exe fails with LNK1160)",)
+            notes += ("bundle: clang-cl archives need llvm-lib /machine:arm64 (lib.exe fails with LNK1160): the "
+                      "merge uses the llvm-lib of the LLVM that compiled them, whatever the MSVC setup put on PATH",)
         if leg.os == "android":
             notes += ("android: the ml-build image runs the build with {build} as /out and the pinned NDK "
                       "as /ndk; it writes {build}/closure.txt with host paths",)

@@ -6,7 +6,7 @@ from typing import Iterable, Sequence
 
 from .host import Host
 from .model.leg import Leg
-from .model.plan import Command, Plan
+from .model.plan import Bundle, Command, Plan
 
 
 def _yes_no(flag: bool) -> str:
@@ -91,6 +91,16 @@ def _leg_facts(leg: Leg) -> str:
     return " ".join(facts)
 
 
+def _bundle_text(bundle: Bundle) -> str:
+    text = f"  bundle static libraries under {bundle.libraries_from} -> {bundle.output}"
+    if bundle.exclude:
+        text += f" (excluding paths below it that match {bundle.exclude})"
+    if bundle.tool or bundle.machine:
+        text += f" with {bundle.tool or 'lib.exe (MSVC environment) or llvm-lib'}"
+        text += f" /MACHINE:{bundle.machine}" if bundle.machine else ""
+    return text
+
+
 def render_plan(plan: Plan) -> str:
     leg = plan.leg
     lines = [f"{leg.id} -> dist/{plan.archive}", f"  {_leg_facts(leg)}"]
@@ -119,8 +129,7 @@ def render_plan(plan: Plan) -> str:
     if plan.exclude:
         lines.append("  stage drops " + ", ".join(plan.exclude))
     if plan.bundle:
-        lines.append(f"  bundle static libraries under {plan.bundle.libraries_from} -> {plan.bundle.output}"
-                     + (f" (excluding /{plan.bundle.exclude}/)" if plan.bundle.exclude else ""))
+        lines.append(_bundle_text(plan.bundle))
     if plan.fixups:
         lines.append("  fixup:")
         for command in plan.fixups:

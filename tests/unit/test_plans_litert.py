@@ -188,6 +188,10 @@ def test_static_closure_merge(plans: dict[str, Plan]) -> None:
             "--out", "{build}/closure.txt")
         assert plan.bundle is not None and plan.bundle.libraries_from == "{build}/closure.txt"
         assert plan.bundle.output == ("lib/LiteRt.lib" if plan.leg.os == "windows" else "lib/libLiteRt.a")
+        # upstream: `lib /machine:x64`; on arm64 `llvm-lib /machine:arm64` (lib.exe: LNK1160 on clang-cl archives)
+        librarian = {"x86_64": ("", "x64"), "arm64": ("{build}/llvm/bin/llvm-lib.exe", "arm64")}
+        expected = librarian[plan.leg.arch] if plan.leg.os == "windows" else ("", "")
+        assert (plan.bundle.tool, plan.bundle.machine) == expected, plan.leg.id
 
 
 def test_android_static_in_the_ml_build_image(plans: dict[str, Plan]) -> None:

@@ -63,9 +63,13 @@ class Bundle:
     """Merge the leg's own static libraries into one archive in the stage."""
 
     output: str  # stage-relative, e.g. lib/libonnxruntime.a
-    libraries_from: str  # a symbolic dir whose static libraries the build produced
-    exclude: str = ""  # regex over library paths (fetched sources, test fixtures, host tools)
+    libraries_from: str  # a symbolic dir whose static libraries the build produced, or a list file of them
+    exclude: str = ""  # regex over paths below `libraries_from` (fetched sources, test fixtures, host tools)
     fmt: str = ""  # elf | macho | coff; empty = detected from the libraries
+    # COFF only: the librarian (a program or symbolic path; empty = lib.exe in an MSVC
+    # environment, else llvm-lib) and the /MACHINE every member must have.
+    tool: str = ""
+    machine: str = ""
 
 
 @dataclass(frozen=True)
