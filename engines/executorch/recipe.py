@@ -107,9 +107,10 @@ RELOCATE_NOTE = (
     "(upstream matched 'cmake-out' with `|| true`)"
 )
 GLSLC_NOTE = (
-    "glslc probe: compiles a shader that requires GL_EXT_integer_dot_product; only when the ambient "
-    "glslc fails does it install a newer shaderc (LunarG), and glslc itself when it is missing "
-    "(Ubuntu 24.04's shaderc 2023.8 rejects ExecuTorch's int8 shaders)"
+    "glslc probe: compiles a shader that requires GL_EXT_integer_dot_product (Ubuntu 24.04's shaderc 2023.8 "
+    "rejects ExecuTorch's int8 shaders) and fails naming the remedy; the build never installs anything. "
+    "CI runs `python -m backends.probes.glslc --install` first (glslc from apt when missing, LunarG's shaderc "
+    "on Ubuntu 24.04 amd64 when too old; via sudo -n on the non-root runner)"
 )
 
 

@@ -154,6 +154,7 @@ class Setup:
     launcher: str  # ccache | sccache | "" (none)
     python_build_deps: bool
     sign: bool
+    probes: tuple[str, ...] = ()  # backends.probes modules the build runs; CI runs each with --install first
 
     def outputs(self) -> dict[str, str]:
         return {
@@ -165,6 +166,7 @@ class Setup:
             "launcher": self.launcher,
             "python_build_deps": _flag(self.python_build_deps),
             "sign": _flag(self.sign),
+            "probes": " ".join(self.probes),
         }
 
 
@@ -187,6 +189,17 @@ def _apt_packages(plan: Plan) -> tuple[str, ...]:
         if "set-rpath" in argv:
             packages.append("patchelf")
     return tuple(dict.fromkeys(packages))
+
+
+PROBES_PACKAGE = "backends.probes."
+
+
+def _probes(plan: Plan) -> tuple[str, ...]:
+    """The probes a leg's build runs (`python -m backends.probes.<name>`). A build never
+    changes the system; CI runs each probe with `--install` before it, the one place where a
+    leg's system packages (e.g. a new enough glslc) are installed."""
+    return tuple(dict.fromkeys(arg.removeprefix(PROBES_PACKAGE) for command in plan.build
+                               for arg in command.argv if arg.startswith(PROBES_PACKAGE)))
 
 
 def _launcher(plan: Plan) -> str:
@@ -222,6 +235,7 @@ def leg_setup(plan: Plan, pins: Mapping[str, str]) -> Setup:
         launcher=_launcher(plan),
         python_build_deps=bool(plan.build),
         sign=signs(leg),
+        probes=_probes(plan),
     )
 
 

@@ -87,6 +87,15 @@ def test_plan_step_calls_ci_matrix_and_jobs_use_its_outputs() -> None:
     assert 'scons "$LEG"' in legs
 
 
+def test_the_build_job_acts_on_every_setup_output(matrix) -> None:  # type: ignore[no-untyped-def]
+    """An output `backends.ci setup` computes but no step reads is a runner left unprepared."""
+    build_job = (ROOT / ".github/workflows/_legs.yml").read_text().split("\n  aggregate:")[0]
+    outputs = ci.setup_for("executorch-linux-x86_64-gpu-static", matrix).outputs()
+    unused = [key for key in outputs if f"steps.setup.outputs.{key}" not in build_job]
+    assert unused == []
+    assert 'python -m "backends.probes.$probe" --install' in build_job
+
+
 def test_workflows_hold_no_leg_list(full_matrix: list[dict[str, Any]]) -> None:
     text = _workflow_text()
     for entry in full_matrix:
@@ -273,6 +282,9 @@ def matrix():  # type: ignore[no-untyped-def]
     ("onnxruntime-macos-arm64-shared", {"sign": "true"}),
     ("onnxruntime-macos-arm64-static", {"sign": "false"}),
     ("onnxruntime-macos-universal-shared", {"sign": "true", "launcher": ""}),
+    # the build only probes glslc; CI installs what the probe needs before it
+    ("executorch-linux-x86_64-gpu-static", {"probes": "glslc", "apt": ""}),
+    ("executorch-linux-x86_64-static", {"probes": ""}),
 ])
 def test_leg_setup(matrix, leg: str, expected: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
     outputs = ci.setup_for(leg, matrix).outputs()
