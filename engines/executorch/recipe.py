@@ -293,19 +293,21 @@ def _ios_slice_dir(preset: str) -> str:
     return f"{{build}}/{preset}"
 
 
-def ios_configure_argv(leg: Leg, preset: str) -> tuple[str, ...]:
-    values = {**PYTHON_DEFINE, **IOS_OFF_DEFINES}
+def ios_configure_argv(leg: Leg, engine: Engine, preset: str) -> tuple[str, ...]:
+    # The presets' ios-cmake toolchain takes the floor from DEPLOYMENT_TARGET: passed from the pin, so
+    # the xcframework is built for exactly the floor the leg's data claims, whatever a new preset says.
+    values = {**PYTHON_DEFINE, **IOS_OFF_DEFINES, "DEPLOYMENT_TARGET": engine.pins["ios_deployment_target"]}
     if not leg.accelerator:
         values.update(IOS_CPU_DEFINES)
     return ("cmake", "-S", "{src}", "-B", _ios_slice_dir(preset), "--preset", preset, *kit.defines(values))
 
 
-def _ios_slice(leg: Leg, preset: str) -> list[Command]:
+def _ios_slice(leg: Leg, engine: Engine, preset: str) -> list[Command]:
     slice_dir = _ios_slice_dir(preset)
     return [
         _fresh_cache(slice_dir, f" {preset}"),
         _host_tool_cleanup(slice_dir, f" {preset}"),
-        Command(f"configure {preset}", ios_configure_argv(leg, preset), env=_codegen_env(leg)),
+        Command(f"configure {preset}", ios_configure_argv(leg, engine, preset), env=_codegen_env(leg)),
         Command(f"build {preset}", ("cmake", "--build", slice_dir, "--config", "Release", "-j", JOBS),
                 env=_codegen_env(leg)),
         Command(f"bundle {preset}", ("{python}", "-m", "backends.steps.bundle", "--from-tree", slice_dir,
@@ -317,7 +319,7 @@ def _ios_slice(leg: Leg, preset: str) -> list[Command]:
 def _ios_build(leg: Leg, engine: Engine) -> list[Command]:
     build = _python_setup() + _torch_wheel(engine)
     for preset in IOS_PRESETS:
-        build += _ios_slice(leg, preset)
+        build += _ios_slice(leg, engine, preset)
     headers = "{build}/ios-install/include"
     xcframework = ["xcodebuild", "-create-xcframework"]
     for preset in IOS_PRESETS:

@@ -154,15 +154,28 @@ def test_exact_argv_android(plans: dict[str, Plan]) -> None:
     assert plan.smoke is None  # cannot run anywhere
 
 
+def test_ios_floor_claimed_is_the_floor_built(plans: dict[str, Plan]) -> None:
+    """ExecuTorch 1.3.1's ios/ios-simulator presets set DEPLOYMENT_TARGET 17.0 (CMakePresets.json);
+    the legs' data claimed iOS 13.0. Each slice is configured for the floor the leg declares."""
+    ios = [plan for plan in built(plans) if plan.leg.platform == "ios"]
+    assert ios
+    for plan in ios:
+        floors = {arg.split("=", 1)[1] for label in ("configure ios", "configure ios-simulator")
+                  for arg in argv(plan, label) if arg.startswith("-DDEPLOYMENT_TARGET=")}
+        assert len(floors) == 1, plan.leg.id
+        assert plan.leg.requires["min_os"] == f"iOS {floors.pop()}", plan.leg.id
+
+
 def test_exact_argv_ios(plans: dict[str, Plan]) -> None:
     cpu = plans["executorch-ios-xcframework"]
     assert argv(cpu, "configure ios") == (
         "cmake", "-S", "{src}", "-B", "{build}/ios", "--preset", "ios", "-DPYTHON_EXECUTABLE={python}", *IOS_OFF,
+        "-DDEPLOYMENT_TARGET=17.0",
         "-DEXECUTORCH_BUILD_COREML=OFF", "-DEXECUTORCH_BUILD_MPS=OFF")
     gpu = plans["executorch-ios-gpu-xcframework"]
     assert argv(gpu, "configure ios-simulator") == (
         "cmake", "-S", "{src}", "-B", "{build}/ios-simulator", "--preset", "ios-simulator",
-        "-DPYTHON_EXECUTABLE={python}", *IOS_OFF)
+        "-DPYTHON_EXECUTABLE={python}", *IOS_OFF, "-DDEPLOYMENT_TARGET=17.0")
     for plan in (cpu, gpu):
         assert argv(plan, "bundle ios") == (
             "{python}", "-m", "backends.steps.bundle", "--from-tree", "{build}/ios",
