@@ -81,7 +81,9 @@ PYTORCH_ENV = {
     "CMAKE_OSX_ARCHITECTURES": "x86_64", "MACOSX_DEPLOYMENT_TARGET": MACOS_DEPLOYMENT,
     "PYTHONPATH": "",
 }
-PYTORCH = "{src:pytorch}"
+# build_libtorch.py builds in the tree (build/, torch/include, torchgen/packaged): each leg builds
+# PyTorch in its own copy of the shared checkout, so the two macOS x86_64 legs never share one.
+PYTORCH = "{build}/pytorch"
 
 FILTER_REQUIREMENTS = (
     "import os, sys; src, out = sys.argv[1:3]; os.makedirs(os.path.dirname(out), exist_ok=True); "
@@ -148,6 +150,8 @@ def _torch_from_source() -> list[Command]:
     native = f"{PYTORCH}/aten/src/ATen/native"
     packaged = f"{PYTORCH}/torchgen/packaged/ATen/native"
     return [
+        Command("pytorch private copy", ("{python}", "-m", "backends.steps.upstream", "private-copy",
+                                         "{src:pytorch}", PYTORCH)),
         Command("pytorch requirements", _pip("-r", f"{PYTORCH}/requirements-build.txt"), cwd=PYTORCH),
         Command("pytorch deps", _pip("pyyaml", "typing_extensions", "setuptools", "numpy"), cwd=PYTORCH),
         Command("pytorch fresh cache", ("cmake", "-E", "rm", "-f", f"{PYTORCH}/build/CMakeCache.txt"), cwd=PYTORCH),

@@ -195,15 +195,28 @@ def test_torch_from_source_only_on_macos_x86_64(plans: dict[str, Plan]) -> None:
         assert any(c.label == "torch" for c in plan.build) != from_source
     plan = plans["executorch-macos-x86_64-gpu-static"]
     pytorch = next(c for c in plan.build if c.label == "pytorch")
-    assert pytorch.argv == ("{python}", "tools/build_libtorch.py") and pytorch.cwd == "{src:pytorch}"
+    assert pytorch.argv == ("{python}", "tools/build_libtorch.py") and pytorch.cwd == "{build}/pytorch"
     assert pytorch.env["PYTHONPATH"] == ""
     assert pytorch.env["MACOSX_DEPLOYMENT_TARGET"] == "12.0"
     assert pytorch.env["CMAKE_OSX_ARCHITECTURES"] == "x86_64"
     assert pytorch.env["USE_MPS"] == "0" and pytorch.env["BUILD_PYTHON"] == "0"
-    assert argv(plan, "torchgen yaml copy")[-1] == "{src:pytorch}/torchgen/packaged/ATen/native"
+    assert argv(plan, "torchgen yaml copy")[-1] == "{build}/pytorch/torchgen/packaged/ATen/native"
     assert [d.name for d in plan.downloads] == ["source", "pytorch"]
     configure = next(c for c in plan.build if c.label == "configure")
-    assert configure.env["PYTHONPATH"] == "{src:pytorch}:{src}/.."
+    assert configure.env["PYTHONPATH"] == "{build}/pytorch:{src}/.."
+
+
+def test_macos_x86_64_legs_build_pytorch_in_their_own_copy(plans: dict[str, Plan]) -> None:
+    """Both macOS x86_64 legs build PyTorch in source (build/, torch/include, torchgen/packaged):
+    the shared checkout {src:pytorch} is only ever copied, into the leg's own {build}."""
+    legs = [plan for plan in built(plans) if any(d.name == "pytorch" for d in plan.downloads)]
+    assert {plan.leg.platform for plan in legs} == {"macos-x86_64"} and len(legs) >= 2
+    for plan in legs:
+        readers = [c for c in plan.build if "{src:pytorch}" in (c.cwd, *c.argv, *c.env.values())]
+        assert [c.label for c in readers] == ["pytorch private copy"], plan.leg.id
+        assert readers[0].argv == ("{python}", "-m", "backends.steps.upstream", "private-copy",
+                                   "{src:pytorch}", "{build}/pytorch")
+        assert plan.build.index(readers[0]) < plan.build.index(next(c for c in plan.build if c.label == "pytorch"))
 
 
 def test_gpu_contracts_and_mlx_staging(plans: dict[str, Plan]) -> None:

@@ -23,7 +23,7 @@ import pytest
 
 from backends import toolchain
 from backends.probes import glslc
-from backends.steps import bazel_closure, bundle, podspec
+from backends.steps import bazel_closure, bundle, podspec, upstream
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -656,3 +656,32 @@ def test_privilege(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert glslc.privilege() == glslc.SUDO
     write_script(sudo, "import sys\nprint('sudo: a password is required', file=sys.stderr)\nsys.exit(1)\n")
     assert glslc.privilege() is None
+
+
+# --- private copies of a second in-source tree (ExecuTorch's PyTorch) ---------------------
+
+def _git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull}
+    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+
+def test_private_copy_cli_copies_once_per_commit(tmp_path: Path) -> None:
+    shared, private = tmp_path / "git" / "pytorch", tmp_path / "leg" / "work" / "pytorch"
+    shared.mkdir(parents=True)
+    (shared / "setup.py").write_text("v1\n")
+    _git(shared, "init", "-q")
+    _git(shared, "add", "-A")
+    _git(shared, "commit", "-q", "-m", "one")
+    assert upstream.main(["private-copy", str(shared), str(private)]) == 0
+    # The in-source build writes into the copy; the shared checkout never sees it.
+    (private / "build").mkdir()
+    (private / "setup.py").write_text("edited by the build\n")
+    assert (shared / "setup.py").read_text() == "v1\n" and not (shared / "build").exists()
+    assert upstream.main(["private-copy", str(shared), str(private)]) == 0
+    assert (private / "build").is_dir()  # same commit: the leg's copy (and its build) is kept
+    (shared / "setup.py").write_text("v2\n")
+    _git(shared, "commit", "-q", "-am", "two")
+    assert upstream.main(["private-copy", str(shared), str(private)]) == 0
+    assert (private / "setup.py").read_text() == "v2\n" and not (private / "build").exists()
+    assert upstream.main(["private-copy", str(tmp_path / "missing"), str(private)]) == 1
