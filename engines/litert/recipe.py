@@ -315,7 +315,7 @@ def _leg_plan(leg: Leg, engine: Engine, archive: str, *, downloads: list[Downloa
         bundle=bundle,
         fixups=_fixups(leg),
         contract=_contract(leg),
-        smoke=Smoke("smoke/litert", model="add.tflite"),
+        smoke=Smoke("smoke/litert", model="../tflite/add.tflite"),  # the TFLite smoke's model (y = 3x)
         notes=NOTES + notes,
         # configure.py writes its .bazelrc into the workspace (the Android container as root):
         # every building leg gets its own copy of the tree.

@@ -49,15 +49,18 @@ class CiError(RuntimeError):
 
 # -- changed-engines ------------------------------------------------------------------------
 
-def engines_for_paths(paths: Iterable[str], engines: Sequence[str]) -> str:
+def engines_for_paths(paths: Iterable[str], engines: Sequence[str],
+                      readers: Mapping[str, Iterable[str]] | None = None) -> str:
     """The `engine=` filter for a set of changed paths: `all`, `none`, or a comma list
-    in the matrix's engine order."""
+    in the matrix's engine order. `readers` names, per repository file, further engines
+    whose legs read it (`shared_files`): the LiteRT smoke runs the TFLite smoke's model."""
     touched: set[str] = set()
     for raw in paths:
         path = PurePosixPath(raw)
         parts = path.parts
         if not parts:
             continue
+        touched.update((readers or {}).get(raw, ()))
         if raw in SHARED_FILES or any(raw.startswith(prefix) for prefix in SHARED_PREFIXES):
             return ALL
         if parts[0] == "variants" and len(parts) == 2 and path.suffix == ".toml":
@@ -87,8 +90,25 @@ def changed_paths(base: str, head: str, cwd: Path) -> list[str]:
     return [line for line in result.stdout.splitlines() if line]
 
 
+def shared_files(plans: Iterable[Plan]) -> dict[str, frozenset[str]]:
+    """Repository files each engine's legs read outside its own directories, from the plans:
+    the smoke models (path -> engines)."""
+    readers: dict[str, set[str]] = {}
+    for plan in plans:
+        if plan.smoke is not None and plan.smoke.model:
+            readers.setdefault(plan.smoke.model_path, set()).add(plan.leg.engine)
+    return {path: frozenset(engines) for path, engines in readers.items()}
+
+
 def changed_engines(base: str, head: str, root: Path) -> str:
-    return engines_for_paths(changed_paths(base, head, root), engine_names(root))
+    paths = changed_paths(base, head, root)
+    try:
+        readers = shared_files(plan_all(load_matrix(root)))
+    except Exception as error:  # noqa: BLE001 -- broken data or recipe at head: the plan job reports it
+        print(f"warning: cannot plan the legs at {head} ({type(error).__name__}: {error}); selecting every engine",
+              file=sys.stderr)
+        return ALL
+    return engines_for_paths(paths, engine_names(root), readers)
 
 
 # -- plan-outputs ---------------------------------------------------------------------------

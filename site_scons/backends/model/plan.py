@@ -6,6 +6,7 @@ so plans are host-independent and their goldens stable.
 """
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -93,7 +94,12 @@ class Contract:
 class Smoke:
     project: str  # smoke/<engine>
     defines: Mapping[str, str] = field(default_factory=frozen)
-    model: str = ""  # a model file inside the project, passed to the program
+    model: str = ""  # the model the program runs, relative to the project (`../tflite/add.tflite`: shared)
+
+    @property
+    def model_path(self) -> str:
+        """The model as a repository path (`smoke/tflite/add.tflite`), "" without one."""
+        return posixpath.normpath(posixpath.join(self.project, self.model)) if self.model else ""
 
 
 @dataclass(frozen=True)
