@@ -211,10 +211,12 @@ def _apt_packages(plan: Plan) -> tuple[str, ...]:
     return tuple(dict.fromkeys(packages))
 
 
+# What the build job exports from `launcher` (GITHUB_ENV); the runner passes both to the build.
+LAUNCHER_VARIABLES = ("CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER")
 PROBES_PACKAGE = "backends.probes."
 
 
-def _probes(plan: Plan) -> tuple[str, ...]:
+def probes(plan: Plan) -> tuple[str, ...]:
     """The probes a leg's build runs (`python -m backends.probes.<name>`). A build never
     changes the system; CI runs each probe with `--install` before it, the one place where a
     leg's system packages (e.g. a new enough glslc) are installed."""
@@ -222,7 +224,7 @@ def _probes(plan: Plan) -> tuple[str, ...]:
                                for arg in command.argv if arg.startswith(PROBES_PACKAGE)))
 
 
-def _launcher(plan: Plan) -> str:
+def compiler_launcher(plan: Plan) -> str:
     """A compiler cache for CMake-driven builds: ccache, or sccache on Windows; none for
     MSVC Debug (its /Zi PDBs defeat sccache), emcc, Bazel, or legs that compile nothing."""
     leg = plan.leg
@@ -252,10 +254,10 @@ def leg_setup(plan: Plan, pins: Mapping[str, str]) -> Setup:
         emsdk=_emsdk(plan, pins),
         bazelisk=_uses_program(_commands(plan), "bazel", "bazelisk"),
         apt=_apt_packages(plan) if leg.os in ("linux", "android") else (),
-        launcher=_launcher(plan),
+        launcher=compiler_launcher(plan),
         python_build_deps=bool(plan.build),
         sign=signs(leg),
-        probes=_probes(plan),
+        probes=probes(plan),
     )
 
 

@@ -22,6 +22,8 @@ def _log_name(index: int, label: str) -> str:
 
 
 SITE_SCONS = Path(__file__).resolve().parents[2]
+# The step graph's settings (cache, mirrors, offline, lock) reach the project's helpers as these.
+SETTINGS_PREFIX = "ANIRA_"
 
 
 def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
@@ -30,7 +32,7 @@ def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
     commands find this package, and the step graph's settings travel as ANIRA_*."""
     extra = {k: expand(v, dirs, environ) or "" for k, v in {**plan_env, **command.env}.items()}
     extra["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SITE_SCONS), extra.get("PYTHONPATH", "")]))
-    extra.update({k: v for k, v in environ.items() if k.startswith("ANIRA_")})
+    extra.update({k: v for k, v in environ.items() if k.startswith(SETTINGS_PREFIX)})
     return limited_env(extra)
 
 
