@@ -531,7 +531,7 @@ def test_probe_cli_with_an_explicit_compiler_never_installs(tmp_path: Path, monk
     def no_remedies(step: glslc.Step) -> None:
         raise AssertionError(f"tried to run {step}")
     monkeypatch.setattr(glslc, "execute", no_remedies)
-    monkeypatch.setattr(glslc, "detect_host", lambda: glslc.Host("ubuntu:noble", "amd64", ()))
+    monkeypatch.setattr(glslc, "detect_host", lambda installing: glslc.Host("ubuntu:noble", "amd64", ()))
     assert glslc.main(["--glslc", str(write_script(tmp_path / "ok", FAKE_GLSLC_OK))]) == 0
     assert "glslc OK: shaderc v2099.1 v2099.1-fake" in capsys.readouterr().out
     assert glslc.main(["--install", "--glslc", str(write_script(tmp_path / "old", FAKE_GLSLC_OLD))]) == 1

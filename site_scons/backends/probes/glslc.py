@@ -176,8 +176,10 @@ def privilege() -> tuple[str, ...] | None:
     return SUDO if completed.returncode == 0 else None
 
 
-def detect_host() -> Host:
-    return Host(host_distro(), host_architecture(), privilege())
+def detect_host(installing: bool) -> Host:
+    """This host; sudo is only tried when the probe may install."""
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    return Host(host_distro(), host_architecture(), privilege() if installing or root else None)
 
 
 # --- probing ---------------------------------------------------------------------------
@@ -287,6 +289,33 @@ def _refuse(action: str, steps: list[Step], why: str) -> int:
     return 1
 
 
+def _give_up(path: str | None, host: Host, done: list[str]) -> int:
+    if done:
+        print(f"ERROR: glslc still fails the probe after: {', '.join(done)}", file=sys.stderr)
+    print(f"ERROR: {_manual(path, host)}", file=sys.stderr)
+    return 1
+
+
+def _shown_prefix(host: Host, install: bool) -> tuple[str, ...]:
+    """The privilege the commands run (or would run) with: the host's when installing, else
+    what a person would type (`sudo`, nothing as root)."""
+    if install and host.privilege is not None:
+        return host.privilege
+    return () if host.privilege == () else ("sudo",)
+
+
+def _apply(action: str, steps: list[Step], host: Host, run_step: Callable[[Step], None]) -> bool:
+    print(f"glslc probe: remedy {action!r} ({host.distro} {host.architecture}, "
+          f"{'via ' + shlex.join(host.privilege) if host.privilege else 'as root'})", flush=True)
+    try:
+        for step in steps:
+            run_step(step)
+    except ProbeError as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return False
+    return True
+
+
 def run_probe(explicit: str | None, host: Host, install: bool,
               run_step: Callable[[Step], None] = execute,
               apt_glslc_installed: Callable[[], bool] = lambda: package_installed("glslc")) -> int:
@@ -305,24 +334,14 @@ def run_probe(explicit: str | None, host: Host, install: bool,
             _report_failure(path, explicit, result)
             # An explicit --glslc is never "fixed" by installing into the system.
             if action == "manual" or action in done or explicit is not None:
-                if done:
-                    print(f"ERROR: glslc still fails the probe after: {', '.join(done)}", file=sys.stderr)
-                print(f"ERROR: {_manual(path, host)}", file=sys.stderr)
-                return 1
-            remove_apt_glslc = action == "lunarg" and apt_glslc_installed()
-            if not install or host.privilege is None:
-                shown = remedy_steps(action, remove_apt_glslc, () if host.privilege == () else ("sudo",), Path(scratch))
-                why = ("it needs root, or sudo without a password" if install
-                       else "this build does not change the system without --install")
-                return _refuse(action, shown, why)
-            steps = remedy_steps(action, remove_apt_glslc, host.privilege, Path(scratch))
-            print(f"glslc probe: remedy {action!r} ({host.distro} {host.architecture}, "
-                  f"{'via ' + shlex.join(host.privilege) if host.privilege else 'as root'})", flush=True)
-            try:
-                for step in steps:
-                    run_step(step)
-            except ProbeError as error:
-                print(f"ERROR: {error}", file=sys.stderr)
+                return _give_up(path, host, done)
+            steps = remedy_steps(action, action == "lunarg" and apt_glslc_installed(), _shown_prefix(host, install),
+                                 Path(scratch))
+            if not install:
+                return _refuse(action, steps, "this build does not change the system without --install")
+            if host.privilege is None:
+                return _refuse(action, steps, "it needs root, or sudo without a password")
+            if not _apply(action, steps, host, run_step):
                 return 1
             done.append(action)
 
@@ -335,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "repository (key and list under /etc/apt) and install its shaderc; as root or via "
                              "sudo -n. CI's setup passes it; builds never do")
     args = parser.parse_args(argv)
-    return run_probe(args.glslc, detect_host(), args.install)
+    return run_probe(args.glslc, detect_host(args.install), args.install)
 
 
 if __name__ == "__main__":
