@@ -81,7 +81,9 @@ PYTORCH_ENV = {
     "CMAKE_OSX_ARCHITECTURES": "x86_64", "MACOSX_DEPLOYMENT_TARGET": MACOS_DEPLOYMENT,
     "PYTHONPATH": "",
 }
-PYTORCH = "{src:pytorch}"
+# build_libtorch.py builds in the tree (build/, torch/include, torchgen/packaged): each leg builds
+# PyTorch in its own copy of the shared checkout, so the two macOS x86_64 legs never share one.
+PYTORCH = "{build}/pytorch"
 
 FILTER_REQUIREMENTS = (
     "import os, sys; src, out = sys.argv[1:3]; os.makedirs(os.path.dirname(out), exist_ok=True); "
@@ -101,14 +103,16 @@ NOTES = (
 )
 RELOCATE_NOTE = (
     "fixup cmake-relocate: every path in {stage}/lib/cmake/ExecuTorch/*.cmake that lies under "
-    "--build-root (or a cmake-out dir) and names a static library is copied into --lib-dir and rewritten to "
+    "--build-root (written with / or \\, a Windows root in any case: CMake writes D:/... for a D:\\... build dir) "
+    "or a cmake-out dir and names a static library is copied into --lib-dir and rewritten to "
     "${_IMPORT_PREFIX}/lib/<name>; a referenced library that does not exist is an error "
     "(upstream matched 'cmake-out' with `|| true`)"
 )
 GLSLC_NOTE = (
-    "glslc probe: compiles a shader that requires GL_EXT_integer_dot_product; only when the ambient "
-    "glslc fails does it install a newer shaderc (LunarG), and glslc itself when it is missing "
-    "(Ubuntu 24.04's shaderc 2023.8 rejects ExecuTorch's int8 shaders)"
+    "glslc probe: compiles a shader that requires GL_EXT_integer_dot_product (Ubuntu 24.04's shaderc 2023.8 "
+    "rejects ExecuTorch's int8 shaders) and fails naming the remedy; the build never installs anything. "
+    "CI runs `python -m backends.probes.glslc --install` first (glslc from apt when missing, LunarG's shaderc "
+    "on Ubuntu 24.04 amd64 when too old; via sudo -n on the non-root runner)"
 )
 
 
@@ -146,6 +150,8 @@ def _torch_from_source() -> list[Command]:
     native = f"{PYTORCH}/aten/src/ATen/native"
     packaged = f"{PYTORCH}/torchgen/packaged/ATen/native"
     return [
+        Command("pytorch private copy", ("{python}", "-m", "backends.steps.upstream", "private-copy",
+                                         "{src:pytorch}", PYTORCH)),
         Command("pytorch requirements", _pip("-r", f"{PYTORCH}/requirements-build.txt"), cwd=PYTORCH),
         Command("pytorch deps", _pip("pyyaml", "typing_extensions", "setuptools", "numpy"), cwd=PYTORCH),
         Command("pytorch fresh cache", ("cmake", "-E", "rm", "-f", f"{PYTORCH}/build/CMakeCache.txt"), cwd=PYTORCH),
@@ -291,19 +297,21 @@ def _ios_slice_dir(preset: str) -> str:
     return f"{{build}}/{preset}"
 
 
-def ios_configure_argv(leg: Leg, preset: str) -> tuple[str, ...]:
-    values = {**PYTHON_DEFINE, **IOS_OFF_DEFINES}
+def ios_configure_argv(leg: Leg, engine: Engine, preset: str) -> tuple[str, ...]:
+    # The presets' ios-cmake toolchain takes the floor from DEPLOYMENT_TARGET: passed from the pin, so
+    # the xcframework is built for exactly the floor the leg's data claims, whatever a new preset says.
+    values = {**PYTHON_DEFINE, **IOS_OFF_DEFINES, "DEPLOYMENT_TARGET": engine.pins["ios_deployment_target"]}
     if not leg.accelerator:
         values.update(IOS_CPU_DEFINES)
     return ("cmake", "-S", "{src}", "-B", _ios_slice_dir(preset), "--preset", preset, *kit.defines(values))
 
 
-def _ios_slice(leg: Leg, preset: str) -> list[Command]:
+def _ios_slice(leg: Leg, engine: Engine, preset: str) -> list[Command]:
     slice_dir = _ios_slice_dir(preset)
     return [
         _fresh_cache(slice_dir, f" {preset}"),
         _host_tool_cleanup(slice_dir, f" {preset}"),
-        Command(f"configure {preset}", ios_configure_argv(leg, preset), env=_codegen_env(leg)),
+        Command(f"configure {preset}", ios_configure_argv(leg, engine, preset), env=_codegen_env(leg)),
         Command(f"build {preset}", ("cmake", "--build", slice_dir, "--config", "Release", "-j", JOBS),
                 env=_codegen_env(leg)),
         Command(f"bundle {preset}", ("{python}", "-m", "backends.steps.bundle", "--from-tree", slice_dir,
@@ -315,7 +323,7 @@ def _ios_slice(leg: Leg, preset: str) -> list[Command]:
 def _ios_build(leg: Leg, engine: Engine) -> list[Command]:
     build = _python_setup() + _torch_wheel(engine)
     for preset in IOS_PRESETS:
-        build += _ios_slice(leg, preset)
+        build += _ios_slice(leg, engine, preset)
     headers = "{build}/ios-install/include"
     xcframework = ["xcodebuild", "-create-xcframework"]
     for preset in IOS_PRESETS:

@@ -178,7 +178,9 @@ def _android_script(leg: Leg) -> str:
         "export CLANG_COMPILER_PATH=\"$(command -v clang)\" PYTHON_BIN_PATH=\"$(command -v python3)\"",
         f"[ -x /out/cmdline-tools/bin/sdkmanager ] || {{ curl -fsSL -o /tmp/clt.zip {CMDLINE_TOOLS} "
         "&& unzip -qo /tmp/clt.zip -d /out; }",
-        f"yes | {sdkmanager} --licenses >/dev/null",
+        # Not `yes | sdkmanager`: under pipefail `yes` dies of SIGPIPE (141) once sdkmanager has read
+        # its answers, and the script would abort; a process substitution's status does not count.
+        f"{sdkmanager} --licenses < <(yes) >/dev/null",
         f"{sdkmanager} platform-tools 'platforms;android-35' 'build-tools;35.0.1'",
         "[ -d \"$ANDROID_NDK_HOME/toolchains\" ] || { echo \"ERROR: NDK missing at $ANDROID_NDK_HOME\"; exit 1; }",
         "python3 configure.py </dev/null",
@@ -280,6 +282,15 @@ def _import_lib(leg: Leg) -> Command:
                                   "--machine", machine, "--out", "{stage}/lib/LiteRt.lib"), cwd="{stage}")
 
 
+def _librarian(leg: Leg) -> dict[str, str]:
+    """How a Windows closure is merged, as upstream does: `lib /machine:x64`, and on arm64 LLVM's
+    `llvm-lib /machine:arm64` (MSVC's lib.exe rejects clang-cl's archives with LNK1160)."""
+    if leg.os != "windows":
+        return {}
+    tool = f"{LLVM_DIR}/bin/llvm-lib.exe" if leg.arch == "arm64" else ""
+    return {"tool": tool, "machine": leg.msvc_arch}
+
+
 def _fixups(leg: Leg) -> tuple[Command, ...]:
     fixups = [_build_config()]
     if leg.os == "windows" and leg.kind == "shared":
@@ -304,7 +315,7 @@ def _leg_plan(leg: Leg, engine: Engine, archive: str, *, downloads: list[Downloa
         bundle=bundle,
         fixups=_fixups(leg),
         contract=_contract(leg),
-        smoke=Smoke("smoke/litert", model="add.tflite"),
+        smoke=Smoke("smoke/litert", model="../tflite/add.tflite"),  # the TFLite smoke's model (y = 3x)
         notes=NOTES + notes,
         # configure.py writes its .bazelrc into the workspace (the Android container as root):
         # every building leg gets its own copy of the tree.
@@ -335,10 +346,11 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         env.update({"USE_CLANG_CL": "1", "BAZEL_LLVM": LLVM_DIR})
     if leg.kind == "static":
         build = _android_build(leg, engine) if leg.os == "android" else _host_build(leg)
-        bundle = Bundle(output=_lib_files(leg)[0], libraries_from="{build}/closure.txt")
+        bundle = Bundle(output=_lib_files(leg)[0], libraries_from="{build}/closure.txt", **_librarian(leg))
         notes += (CLOSURE_NOTE,)
         if leg.os == "windows" and leg.arch == "arm64":
-            notes += ("bundle: clang-cl archives need llvm-lib /machine:arm64 (lib.exe fails with LNK1160)",)
+            notes += ("bundle: clang-cl archives need llvm-lib /machine:arm64 (lib.exe fails with LNK1160): the "
+                      "merge uses the llvm-lib of the LLVM that compiled them, whatever the MSVC setup put on PATH",)
         if leg.os == "android":
             notes += ("android: the ml-build image runs the build with {build} as /out and the pinned NDK "
                       "as /ndk; it writes {build}/closure.txt with host paths",)

@@ -108,9 +108,14 @@ def _contract(leg: Leg, libs: tuple[str, ...]) -> Contract:
     symbols = [(main_lib, symbol) for symbol in API_SYMBOLS]
     forbidden: list[str] = []
     if _metal(leg):
-        delegate_lib = main_lib if leg.kind == "static" else METAL_LIB
-        required += [METAL_HEADER] + ([METAL_LIB] if leg.kind == "shared" else [])
-        symbols.append((delegate_lib, METAL_SYMBOL))
+        # Shared: the delegate lives in the dylib, its entry points exported; a separate .a could
+        # not link against it. Static: merged into the one library and shipped beside it.
+        required.append(METAL_HEADER)
+        symbols.append((main_lib, METAL_SYMBOL))
+        if leg.kind == "static":
+            required.append(METAL_LIB)
+        else:
+            forbidden.append(METAL_LIB)
     else:
         forbidden += ["**/metal_delegate.h", "**/libmetal_delegate.a"]
     return Contract(
@@ -130,6 +135,8 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         output = "lib/" + kit.static_lib_name(leg, LIBNAME)
         bundle = Bundle(output=output, libraries_from="{build}", exclude=kit.DEFAULT_BUNDLE_EXCLUDE)
         libs: tuple[str, ...] = (output,)
+        if _metal(leg):  # upstream's layout: the delegate archive beside the bundle too
+            collect.append(CopyRule("{install}/" + METAL_LIB, "lib"))
     else:
         collect.append(CopyRule("{install}/lib/**", "lib"))
         libs = _shared_libs(leg)

@@ -49,15 +49,18 @@ class CiError(RuntimeError):
 
 # -- changed-engines ------------------------------------------------------------------------
 
-def engines_for_paths(paths: Iterable[str], engines: Sequence[str]) -> str:
+def engines_for_paths(paths: Iterable[str], engines: Sequence[str],
+                      readers: Mapping[str, Iterable[str]] | None = None) -> str:
     """The `engine=` filter for a set of changed paths: `all`, `none`, or a comma list
-    in the matrix's engine order."""
+    in the matrix's engine order. `readers` names, per repository file, further engines
+    whose legs read it (`shared_files`): the LiteRT smoke runs the TFLite smoke's model."""
     touched: set[str] = set()
     for raw in paths:
         path = PurePosixPath(raw)
         parts = path.parts
         if not parts:
             continue
+        touched.update((readers or {}).get(raw, ()))
         if raw in SHARED_FILES or any(raw.startswith(prefix) for prefix in SHARED_PREFIXES):
             return ALL
         if parts[0] == "variants" and len(parts) == 2 and path.suffix == ".toml":
@@ -87,8 +90,25 @@ def changed_paths(base: str, head: str, cwd: Path) -> list[str]:
     return [line for line in result.stdout.splitlines() if line]
 
 
+def shared_files(plans: Iterable[Plan]) -> dict[str, frozenset[str]]:
+    """Repository files each engine's legs read outside its own directories, from the plans:
+    the smoke models (path -> engines)."""
+    readers: dict[str, set[str]] = {}
+    for plan in plans:
+        if plan.smoke is not None and plan.smoke.model:
+            readers.setdefault(plan.smoke.model_path, set()).add(plan.leg.engine)
+    return {path: frozenset(engines) for path, engines in readers.items()}
+
+
 def changed_engines(base: str, head: str, root: Path) -> str:
-    return engines_for_paths(changed_paths(base, head, root), engine_names(root))
+    paths = changed_paths(base, head, root)
+    try:
+        readers = shared_files(plan_all(load_matrix(root)))
+    except Exception as error:  # noqa: BLE001 -- broken data or recipe at head: the plan job reports it
+        print(f"warning: cannot plan the legs at {head} ({type(error).__name__}: {error}); selecting every engine",
+              file=sys.stderr)
+        return ALL
+    return engines_for_paths(paths, engine_names(root), readers)
 
 
 # -- plan-outputs ---------------------------------------------------------------------------
@@ -154,6 +174,7 @@ class Setup:
     launcher: str  # ccache | sccache | "" (none)
     python_build_deps: bool
     sign: bool
+    probes: tuple[str, ...] = ()  # backends.probes modules the build runs; CI runs each with --install first
 
     def outputs(self) -> dict[str, str]:
         return {
@@ -165,6 +186,7 @@ class Setup:
             "launcher": self.launcher,
             "python_build_deps": _flag(self.python_build_deps),
             "sign": _flag(self.sign),
+            "probes": " ".join(self.probes),
         }
 
 
@@ -189,7 +211,20 @@ def _apt_packages(plan: Plan) -> tuple[str, ...]:
     return tuple(dict.fromkeys(packages))
 
 
-def _launcher(plan: Plan) -> str:
+# What the build job exports from `launcher` (GITHUB_ENV); the runner passes both to the build.
+LAUNCHER_VARIABLES = ("CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER")
+PROBES_PACKAGE = "backends.probes."
+
+
+def probes(plan: Plan) -> tuple[str, ...]:
+    """The probes a leg's build runs (`python -m backends.probes.<name>`). A build never
+    changes the system; CI runs each probe with `--install` before it, the one place where a
+    leg's system packages (e.g. a new enough glslc) are installed."""
+    return tuple(dict.fromkeys(arg.removeprefix(PROBES_PACKAGE) for command in plan.build
+                               for arg in command.argv if arg.startswith(PROBES_PACKAGE)))
+
+
+def compiler_launcher(plan: Plan) -> str:
     """A compiler cache for CMake-driven builds: ccache, or sccache on Windows; none for
     MSVC Debug (its /Zi PDBs defeat sccache), emcc, Bazel, or legs that compile nothing."""
     leg = plan.leg
@@ -219,9 +254,10 @@ def leg_setup(plan: Plan, pins: Mapping[str, str]) -> Setup:
         emsdk=_emsdk(plan, pins),
         bazelisk=_uses_program(_commands(plan), "bazel", "bazelisk"),
         apt=_apt_packages(plan) if leg.os in ("linux", "android") else (),
-        launcher=_launcher(plan),
+        launcher=compiler_launcher(plan),
         python_build_deps=bool(plan.build),
         sign=signs(leg),
+        probes=probes(plan),
     )
 
 

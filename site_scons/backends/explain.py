@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Iterable, Sequence
 
+from .ci import LAUNCHER_VARIABLES, compiler_launcher, probes
 from .host import Host
 from .model.leg import Leg
-from .model.plan import Command, Plan
+from .model.plan import Bundle, Command, Plan
+from .run import DEFAULT_ALLOW, POLICY_FLOOR_KEY, POLICY_FLOOR_VALUE
+from .steps.upstream import SETTINGS_PREFIX, SITE_SCONS
 
 
 def _yes_no(flag: bool) -> str:
@@ -91,6 +95,34 @@ def _leg_facts(leg: Leg) -> str:
     return " ".join(facts)
 
 
+def _runner_env_text(plan: Plan) -> list[str]:
+    """What the runner adds to every build and fixup command's environment beyond the plan's
+    own (`command_env`), and what CI adds through it: printed so `plan=1` is the whole truth."""
+    if not (plan.build or plan.fixups):
+        return []
+    lines = [f"  runner env: {POLICY_FLOOR_KEY}={POLICY_FLOOR_VALUE} (unless set above); "
+             f"PYTHONPATH={SITE_SCONS}[{os.pathsep}the command's own] (this project's helpers); "
+             f"{SETTINGS_PREFIX}* (the cache, mirror, offline and lock settings)",
+             "  runner passes from the host, when set: " + " ".join(DEFAULT_ALLOW)]
+    launcher = compiler_launcher(plan)
+    if launcher:
+        lines.append("  in CI also: " + " ".join(f"{name}={launcher}" for name in LAUNCHER_VARIABLES)
+                     + " (backends.ci setup: the compiler cache, through the host variables above)")
+    lines += [f"  in CI first: python -m backends.probes.{probe} --install (backends.ci setup; the build only probes)"
+              for probe in probes(plan)]
+    return lines
+
+
+def _bundle_text(bundle: Bundle) -> str:
+    text = f"  bundle static libraries under {bundle.libraries_from} -> {bundle.output}"
+    if bundle.exclude:
+        text += f" (excluding paths below it that match {bundle.exclude})"
+    if bundle.tool or bundle.machine:
+        text += f" with {bundle.tool or 'lib.exe (MSVC environment) or llvm-lib'}"
+        text += f" /MACHINE:{bundle.machine}" if bundle.machine else ""
+    return text
+
+
 def render_plan(plan: Plan) -> str:
     leg = plan.leg
     lines = [f"{leg.id} -> dist/{plan.archive}", f"  {_leg_facts(leg)}"]
@@ -109,6 +141,7 @@ def render_plan(plan: Plan) -> str:
         lines.append(f"  patch {patch.name}: {patch.reason}{until}")
     if plan.env:
         lines += [f"  env {key}={value}" for key, value in plan.env.items()]
+    lines += _runner_env_text(plan)
     if plan.build:
         lines.append("  build:")
         for command in plan.build:
@@ -119,8 +152,7 @@ def render_plan(plan: Plan) -> str:
     if plan.exclude:
         lines.append("  stage drops " + ", ".join(plan.exclude))
     if plan.bundle:
-        lines.append(f"  bundle static libraries under {plan.bundle.libraries_from} -> {plan.bundle.output}"
-                     + (f" (excluding /{plan.bundle.exclude}/)" if plan.bundle.exclude else ""))
+        lines.append(_bundle_text(plan.bundle))
     if plan.fixups:
         lines.append("  fixup:")
         for command in plan.fixups:
@@ -141,7 +173,8 @@ def render_plan(plan: Plan) -> str:
     ])))
     if plan.smoke:
         defines = " ".join(f"-D{k}={v}" for k, v in plan.smoke.defines.items())
-        lines.append(f"  smoke: {plan.smoke.project} {defines}".rstrip())
+        lines.append(f"  smoke: {plan.smoke.project} {defines}".rstrip()
+                     + f" (env: the host's allow-listed variables and {POLICY_FLOOR_KEY}={POLICY_FLOOR_VALUE})")
     else:
         lines.append("  smoke: not run: " + ("the leg cannot run on any CI host" if not leg.can_run
                                               else "no consumer program for this package form"))

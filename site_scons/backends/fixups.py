@@ -17,31 +17,64 @@ from typing import Sequence
 from .steps.inspect import dll_exports
 from .toolchain import find_tool, require_tool
 
-# A path into an ExecuTorch build tree (`cmake-out...`, or the given build root) that
-# names a static library: `<anything>/cmake-out<anything>/(lib)?<name>.(a|lib)`.
-_BUILD_TREE_LIB = r'(?P<path>[^\s";]*(?:{roots})[^\s";]*/(?P<name>[^/\s";]+\.(?:a|lib)))'
+# Paths in CMake files end at whitespace, a quote, a list `;` or a generator expression's `>`
+# (`$<LINK_ONLY:/path/libx.a>`), and start after one of those or a genex's `:`/`<`.
+_START = r'(?<![^\s";:<])'
+_END = r'(?![^\s";>])'
+# The part of a path below a build root that names a static library: `/<dirs>/(lib)?<name>.(a|lib)`,
+# with either separator (CMake writes `/` on Windows too).
+_BELOW = r'(?P<below>(?:[\\/][^\s";<>\\/]+)*[\\/](?P<name>[^\s";<>\\/]+\.(?:a|lib)))' + _END
+# Any path with a `cmake-out*` component (upstream's build directories).
+_CMAKE_OUT = re.compile(_START + r'(?P<root>[^\s";<>]*cmake-out[^\s";<>\\/]*)' + _BELOW)
+_DRIVE = re.compile(r"^[A-Za-z]:$")
+
+
+def build_root_pattern(root: str) -> re.Pattern[str]:
+    """A build root as CMake writes it into export files: `/` or `\\` between components (CMake
+    uses `/` on Windows while the root may be given with `\\`), and a Windows path matched
+    case-insensitively (drive letters come in either case)."""
+    parts = [part for part in re.split(r"[\\/]+", root.rstrip("\\/")) if part]
+    windows = bool(parts) and bool(_DRIVE.match(parts[0]))
+    body = r"[\\/]+".join(re.escape(part) for part in parts)
+    if root[:1] in ("/", "\\"):
+        body = r"[\\/]+" + body
+    flags = "(?i:{})" if windows else "(?:{})"
+    return re.compile(_START + "(?P<root>" + flags.format(body) + ")" + _BELOW)
+
+
+def _library_path(match: re.Match[str], root: str | None) -> Path:
+    """The file a matched path names: below the root as given (its separators and case are
+    this host's), or the matched text itself for a `cmake-out` path."""
+    if root is None:
+        return Path(match.group("root") + match.group("below"))
+    return Path(root, *re.split(r"[\\/]+", match.group("below").strip("\\/")))
 
 
 def cmake_relocate(config_dir: Path, lib_dir: Path, build_roots: Sequence[str]) -> list[str]:
     """Rewrite build-tree library paths in installed CMake files to `${_IMPORT_PREFIX}/lib/<name>`,
     copying each referenced library into the package (upstream install bug: some targets,
-    e.g. extension_evalue_util, point at the build directory)."""
-    roots = "|".join(["cmake-out", *(re.escape(r) for r in build_roots if r)])
-    pattern = re.compile(_BUILD_TREE_LIB.format(roots=roots))
+    e.g. extension_evalue_util, install to `${CMAKE_BINARY_DIR}/lib` and are exported from there).
+
+    A path is under a build tree when it starts with one of `build_roots` (either separator,
+    Windows roots case-insensitively) or has a `cmake-out*` component."""
+    patterns: list[tuple[re.Pattern[str], str | None]] = [(build_root_pattern(r), r) for r in build_roots if r]
+    patterns.append((_CMAKE_OUT, None))
     rewritten = []
     for config in sorted(config_dir.glob("*.cmake")):
         text = config.read_text()
 
-        def relocate(match: re.Match[str]) -> str:
-            source, name = Path(match.group("path")), match.group("name")
+        def relocate(match: re.Match[str], root: str | None) -> str:
+            source, name = _library_path(match, root), match.group("name")
             if source.is_file() and not (lib_dir / name).exists():
                 shutil.copy2(source, lib_dir / name)
             if not (lib_dir / name).exists():
-                raise SystemExit(f"cmake-relocate: {config.name} refers to {source}, which is neither in the "
-                                 f"build tree nor in {lib_dir}")
+                raise SystemExit(f"cmake-relocate: {config.name} refers to {match.group(0)} ({source}), which is "
+                                 f"neither in the build tree nor in {lib_dir}")
             return f"${{_IMPORT_PREFIX}}/lib/{name}"
 
-        new = pattern.sub(relocate, text)
+        new = text
+        for pattern, root in patterns:
+            new = pattern.sub(lambda match: relocate(match, root), new)
         if new != text:
             config.write_text(new)
             rewritten.append(config.name)

@@ -37,8 +37,11 @@ POLICY_FLOOR_VALUE = "3.5"
 DEFAULT_ALLOW: tuple[str, ...] = (
     # basics
     "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL",
-    # Windows basics
-    "SYSTEMROOT", "COMSPEC", "PATHEXT", "TEMP", "TMP", "USERPROFILE",
+    # Windows basics, spelled as Windows does (lookups there ignore case): the system and user
+    # directories that bazelisk (%LOCALAPPDATA% cache), Bazel's JVM and vcvarsall/vswhere read
+    "SystemRoot", "windir", "COMSPEC", "PATHEXT", "TEMP", "TMP", "USERPROFILE", "LOCALAPPDATA", "APPDATA",
+    "ProgramData", "ProgramFiles", "ProgramFiles(x86)", "PROCESSOR_ARCHITECTURE", "NUMBER_OF_PROCESSORS",
+    "BAZELISK_HOME",
     # MSVC developer environment
     "INCLUDE", "LIB", "LIBPATH", "VCINSTALLDIR", "VCToolsInstallDir", "VCToolsRedistDir",
     "WindowsSdkDir", "WindowsSDKVersion", "UCRTVersion",
@@ -186,11 +189,14 @@ def _log_header(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
     return "\n".join(lines) + "\n"
 
 
-def _resolve_program(program: str, env: Mapping[str, str]) -> str | None:
-    """Look a bare program name up on the child's PATH (not ours), like exec does."""
+def resolve_program(program: str, path: str | None) -> str | None:
+    """The file `program` starts: a bare name looked up on `path` (the child's PATH, not ours)
+    with `shutil.which` on every OS, so Windows finds `bazelisk.cmd` for `bazelisk` through
+    PATHEXT (CreateProcess alone only appends .exe); an absolute path as it is, completed by
+    PATHEXT on Windows. None when nothing matches."""
     if os.sep in program or (os.altsep and os.altsep in program):
-        return program
-    return shutil.which(program, path=env.get("PATH", os.defpath))
+        return (shutil.which(program) or program) if os.path.isabs(program) else program
+    return shutil.which(program, path=path if path is not None else os.defpath)
 
 
 def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
@@ -214,7 +220,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
     with open(log, "a", encoding="utf-8", errors="replace", newline="\n", buffering=1) as log_file:
         log_file.write(_log_header(argv, cwd, full_env, label))
         log_file.flush()
-        program = _resolve_program(str(argv[0]), full_env)
+        program = resolve_program(str(argv[0]), full_env.get("PATH"))
         if program is None:
             reason = f"cannot start {argv[0]!r}: not found on the child's PATH"
             log_file.write(reason + "\n")

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from backends import toolchain
+from backends.model.matrix import load_matrix
+from backends.model.plan import Bundle, Plan
+from backends.model.recipe_kit import DEFAULT_BUNDLE_EXCLUDE
+from backends.model.recipes import plan_all
 from backends.steps import bundle, inspect
+from backends.steps import stage as stage_step
+from backends.steps.context import LegDirs
 from backends.steps.bundle import (
     BundleError,
     filter_libs,
@@ -29,6 +35,7 @@ MACOS_ARM = "arm64-apple-macos11"
 MACOS_X86 = "x86_64-apple-macos11"
 WINDOWS_X64 = "x86_64-pc-windows-msvc"
 LINUX_X64 = "x86_64-pc-linux-gnu"
+ROOT = Path(__file__).resolve().parents[2]
 
 SOURCES = {
     "util_a": "int util_a(void) { return 1; }\n",
@@ -247,6 +254,69 @@ def test_coff_merge_keeps_duplicate_member_names(work: Path) -> None:
     assert object_format(liba.parent / "util.obj") == "coff"
 
 
+WINDOWS_ARM64 = "aarch64-pc-windows-msvc"
+# What MSVC's lib.exe says about clang-cl's archives on windows-11-arm.
+FAKE_LIB_EXE = "#!/bin/sh\necho 'fatal error LNK1160: invalid archive member' >&2\nexit 1160\n"
+
+
+def leg_dirs(root: Path) -> LegDirs:
+    return LegDirs(src=root / "src", build=root / "work", install=root / "install", stage=root / "stage",
+                   logs=root / "logs")
+
+
+def litert_plan(leg_id: str) -> Plan:
+    matrix = load_matrix(ROOT)
+    return plan_all(matrix, [matrix.leg(leg_id)])[0]
+
+
+@pytest.fixture
+def msvc_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This host as a Windows runner after the MSVC setup: lib.exe first on PATH (one that
+    fails like MSVC's on clang-cl archives) and the Windows tool preferences."""
+    bin_dir = tmp_path / "msvc-bin"
+    bin_dir.mkdir()
+    (bin_dir / "lib.exe").write_text(FAKE_LIB_EXE)
+    (bin_dir / "lib.exe").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(toolchain, "_host", lambda: "win32")
+    return bin_dir
+
+
+def test_litert_windows_arm64_merges_with_its_own_llvm_lib(tmp_path: Path, msvc_environment: Path) -> None:
+    plan = litert_plan("litert-windows-arm64-static")
+    assert plan.bundle is not None
+    dirs = leg_dirs(tmp_path / "leg")
+    liba, libb = archive_pair(tmp_path / "closure", WINDOWS_ARM64, with_llvm_lib, ".obj", ".lib")
+    dirs.build.mkdir(parents=True)
+    (dirs.build / "closure.txt").write_text(f"{liba}\n{libb}\n")
+    # The LLVM 20 the leg installs into {build}/llvm (its llvm-lib.exe is llvm-ar by that name).
+    llvm_bin = dirs.build / "llvm" / "bin"
+    llvm_bin.mkdir(parents=True)
+    (llvm_bin / "llvm-lib.exe").symlink_to(tool("llvm-lib"))
+    assert stage_step.bundle(plan.bundle, dirs, {}) == [str(liba), str(libb)]
+    merged = dirs.stage / "lib" / "LiteRt.lib"
+    assert sh(tool("llvm-ar"), "t", merged).split() == ["util.obj", "util.obj"]
+    assert "Machine: IMAGE_FILE_MACHINE_ARM64" in sh(tool("llvm-readobj"), "--file-headers", merged)
+    log = (dirs.logs / "bundle.log").read_text()
+    assert str(llvm_bin / "llvm-lib.exe") in log and "lib.exe fatal" not in log
+
+
+def test_coff_merge_passes_the_legs_machine(tmp_path: Path) -> None:
+    """/MACHINE reaches the librarian: x64 members under an arm64 leg's merge are an error."""
+    liba, libb = archive_pair(tmp_path, WINDOWS_X64, with_llvm_lib, ".obj", ".lib")
+    with pytest.raises(BundleError, match="conflicts with library machine type arm64"):
+        merge_static([liba, libb], tmp_path / "out.lib", "coff", machine="arm64")
+    merge_static([liba, libb], tmp_path / "out.lib", "coff", machine="x64")
+    with pytest.raises(BundleError, match="COFF libraries only"):
+        merge_static([liba], tmp_path / "out.a", "elf", machine="x64")
+
+
+def test_a_missing_librarian_is_named(tmp_path: Path) -> None:
+    liba, _ = archive_pair(tmp_path, WINDOWS_X64, with_llvm_lib, ".obj", ".lib")
+    with pytest.raises(BundleError, match="llvm/bin/llvm-lib.exe, does not exist"):
+        merge_static([liba], tmp_path / "out.lib", "coff", tool=str(tmp_path / "llvm" / "bin" / "llvm-lib.exe"))
+
+
 # --- (e) object_format ------------------------------------------------------------------
 
 def test_object_format_detection(work: Path, macho_bundles: dict[str, Path]) -> None:
@@ -315,6 +385,18 @@ def test_static_libs_from_manifest_and_filter(tmp_path: Path) -> None:
                         Path("/b/lib.a")], r"(/testdata/|-src/)") == [Path("/b/lib.a")]
     with pytest.raises(BundleError, match="no CMake install manifest"):
         static_libs_from_manifest(tmp_path / "missing.txt")
+
+
+def test_bundle_exclusion_matches_below_the_tree_not_where_it_lives(tmp_path: Path) -> None:
+    """A checkout under `.../anira-backends-src/` (the default exclusion matches `-src/`) must
+    not empty the bundle; fetched sources below the build tree are still left out."""
+    dirs = leg_dirs(tmp_path / "anira-backends-src" / "build" / "legs" / "tflite-linux-x86_64-static")
+    liba, libb = archive_pair(dirs.build / "lib", LINUX_X64, with_ar("llvm-ar"))
+    fetched, _ = archive_pair(dirs.build / "_deps" / "abseil-src", LINUX_X64, with_ar("llvm-ar"))
+    spec = Bundle(output="lib/libtensorflowlite_c.a", libraries_from="{build}", exclude=DEFAULT_BUNDLE_EXCLUDE)
+    assert sorted(stage_step.bundle(spec, dirs, {})) == sorted([str(liba), str(libb)])
+    assert fetched.is_file()
+    assert sh(tool("llvm-ar"), "t", dirs.stage / spec.output).split() == ["util.o", "util.o"]
 
 
 def test_static_libs_from_ninja_link_closure(tmp_path: Path) -> None:

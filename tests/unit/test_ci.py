@@ -15,6 +15,7 @@ import pytest
 from backends import ci, sign
 from backends.model.leg import Leg
 from backends.model.matrix import load_matrix
+from backends.model.recipes import plan_all
 from backends.model.vocab import ENGINES, RUNNERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +86,15 @@ def test_plan_step_calls_ci_matrix_and_jobs_use_its_outputs() -> None:
     assert "matrix: ${{ fromJSON(needs.plan.outputs.aggregates) }}" in legs
     assert legs.count("runs-on: ${{ matrix.runner }}") == 2
     assert 'scons "$LEG"' in legs
+
+
+def test_the_build_job_acts_on_every_setup_output(matrix) -> None:  # type: ignore[no-untyped-def]
+    """An output `backends.ci setup` computes but no step reads is a runner left unprepared."""
+    build_job = (ROOT / ".github/workflows/_legs.yml").read_text().split("\n  aggregate:")[0]
+    outputs = ci.setup_for("executorch-linux-x86_64-gpu-static", matrix).outputs()
+    unused = [key for key in outputs if f"steps.setup.outputs.{key}" not in build_job]
+    assert unused == []
+    assert 'python -m "backends.probes.$probe" --install' in build_job
 
 
 def test_workflows_hold_no_leg_list(full_matrix: list[dict[str, Any]]) -> None:
@@ -201,6 +211,17 @@ def test_engines_for_paths(paths: list[str], expected: str) -> None:
     assert ci.engines_for_paths(paths, ENGINES) == expected
 
 
+def test_a_shared_smoke_model_selects_every_engine_that_runs_it(matrix) -> None:  # type: ignore[no-untyped-def]
+    """smoke/litert runs the TFLite smoke's model: a change to it must build LiteRT too."""
+    readers = ci.shared_files(plan_all(matrix))
+    model = "smoke/tflite/add.tflite"
+    assert readers[model] == {"tflite", "litert"}
+    assert ci.engines_for_paths([model], ENGINES, readers) == "tflite,litert"
+    assert ci.engines_for_paths(["smoke/tflite/make_add_tflite.py"], ENGINES, readers) == "tflite"
+    for path, engines in readers.items():  # every smoke model is a file of the repository
+        assert (ROOT / path).is_file(), (path, engines)
+
+
 def _git(repo: Path, *args: str) -> str:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull}
@@ -218,15 +239,20 @@ def _commit(repo: Path, files: dict[str, str], message: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
+    """A repository with this project's data (variants/, engines/, smoke/): what a pull
+    request's checkout holds for the legs to be planned from."""
     _git(tmp_path, "init", "-q", "-b", "main")
-    _commit(tmp_path, {**{f"variants/{e}.toml": "" for e in ENGINES}, "SConstruct": "", "README.md": ""}, "base")
+    for data in ("variants", "engines", "smoke"):
+        shutil.copytree(ROOT / data, tmp_path / data, ignore=shutil.ignore_patterns("__pycache__"))
+    _commit(tmp_path, {"SConstruct": "", "README.md": ""}, "base")
     return tmp_path
 
 
 def test_changed_engines_on_a_git_repo(repo: Path) -> None:
     base = _git(repo, "rev-parse", "HEAD")
     _git(repo, "checkout", "-q", "-b", "pr")
-    head = _commit(repo, {"engines/litert/recipe.py": "x", "smoke/libtorch/main.cpp": "y", "README.md": "z"}, "pr")
+    recipe = (repo / "engines/litert/recipe.py").read_text() + "# a change\n"
+    head = _commit(repo, {"engines/litert/recipe.py": recipe, "smoke/libtorch/main.cpp": "y", "README.md": "z"}, "pr")
     assert ci.changed_engines(base, head, repo) == "libtorch,litert"
     # Work that landed on main after the fork is not the pull request's change.
     _git(repo, "checkout", "-q", "main")
@@ -235,20 +261,24 @@ def test_changed_engines_on_a_git_repo(repo: Path) -> None:
     _git(repo, "checkout", "-q", "pr")
     shared = _commit(repo, {"requirements.txt": "scons"}, "shared")
     assert ci.changed_engines(base, shared, repo) == "all"
+    _git(repo, "checkout", "-q", "-b", "model", base)
+    model = _commit(repo, {"smoke/tflite/add.tflite": "new model"}, "model")
+    assert ci.changed_engines(base, model, repo) == "tflite,litert"
 
 
 def test_changed_engines_cli(repo: Path) -> None:
+    """As in CI, the checkout is the head being compared (the legs are planned from it)."""
     base = _git(repo, "rev-parse", "HEAD")
-    docs = _commit(repo, {"docs/x.md": "d"}, "docs")
-    _git(repo, "mv", "variants/tflite.toml", "variants/tflite2.toml")
-    renamed = _commit(repo, {}, "rename")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "site_scons")}
 
     def run(head: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "backends.ci", "--root", str(repo), "changed-engines",
                                "--base", base, "--head", head], env=env, capture_output=True, text=True)
 
+    docs = _commit(repo, {"docs/x.md": "d"}, "docs")
     assert run(docs).stdout.strip() == "none"
+    _git(repo, "mv", "variants/tflite.toml", "variants/tflite2.toml")
+    renamed = _commit(repo, {}, "rename")
     assert run(renamed).stdout.strip() == "all"  # the new name is no known engine
     failed = run("no-such-ref")
     assert failed.returncode == 1 and "fetch-depth: 0" in failed.stderr
@@ -273,6 +303,9 @@ def matrix():  # type: ignore[no-untyped-def]
     ("onnxruntime-macos-arm64-shared", {"sign": "true"}),
     ("onnxruntime-macos-arm64-static", {"sign": "false"}),
     ("onnxruntime-macos-universal-shared", {"sign": "true", "launcher": ""}),
+    # the build only probes glslc; CI installs what the probe needs before it
+    ("executorch-linux-x86_64-gpu-static", {"probes": "glslc", "apt": ""}),
+    ("executorch-linux-x86_64-static", {"probes": ""}),
 ])
 def test_leg_setup(matrix, leg: str, expected: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
     outputs = ci.setup_for(leg, matrix).outputs()

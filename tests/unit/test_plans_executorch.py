@@ -154,15 +154,28 @@ def test_exact_argv_android(plans: dict[str, Plan]) -> None:
     assert plan.smoke is None  # cannot run anywhere
 
 
+def test_ios_floor_claimed_is_the_floor_built(plans: dict[str, Plan]) -> None:
+    """ExecuTorch 1.3.1's ios/ios-simulator presets set DEPLOYMENT_TARGET 17.0 (CMakePresets.json);
+    the legs' data claimed iOS 13.0. Each slice is configured for the floor the leg declares."""
+    ios = [plan for plan in built(plans) if plan.leg.platform == "ios"]
+    assert ios
+    for plan in ios:
+        floors = {arg.split("=", 1)[1] for label in ("configure ios", "configure ios-simulator")
+                  for arg in argv(plan, label) if arg.startswith("-DDEPLOYMENT_TARGET=")}
+        assert len(floors) == 1, plan.leg.id
+        assert plan.leg.requires["min_os"] == f"iOS {floors.pop()}", plan.leg.id
+
+
 def test_exact_argv_ios(plans: dict[str, Plan]) -> None:
     cpu = plans["executorch-ios-xcframework"]
     assert argv(cpu, "configure ios") == (
         "cmake", "-S", "{src}", "-B", "{build}/ios", "--preset", "ios", "-DPYTHON_EXECUTABLE={python}", *IOS_OFF,
+        "-DDEPLOYMENT_TARGET=17.0",
         "-DEXECUTORCH_BUILD_COREML=OFF", "-DEXECUTORCH_BUILD_MPS=OFF")
     gpu = plans["executorch-ios-gpu-xcframework"]
     assert argv(gpu, "configure ios-simulator") == (
         "cmake", "-S", "{src}", "-B", "{build}/ios-simulator", "--preset", "ios-simulator",
-        "-DPYTHON_EXECUTABLE={python}", *IOS_OFF)
+        "-DPYTHON_EXECUTABLE={python}", *IOS_OFF, "-DDEPLOYMENT_TARGET=17.0")
     for plan in (cpu, gpu):
         assert argv(plan, "bundle ios") == (
             "{python}", "-m", "backends.steps.bundle", "--from-tree", "{build}/ios",
@@ -182,15 +195,28 @@ def test_torch_from_source_only_on_macos_x86_64(plans: dict[str, Plan]) -> None:
         assert any(c.label == "torch" for c in plan.build) != from_source
     plan = plans["executorch-macos-x86_64-gpu-static"]
     pytorch = next(c for c in plan.build if c.label == "pytorch")
-    assert pytorch.argv == ("{python}", "tools/build_libtorch.py") and pytorch.cwd == "{src:pytorch}"
+    assert pytorch.argv == ("{python}", "tools/build_libtorch.py") and pytorch.cwd == "{build}/pytorch"
     assert pytorch.env["PYTHONPATH"] == ""
     assert pytorch.env["MACOSX_DEPLOYMENT_TARGET"] == "12.0"
     assert pytorch.env["CMAKE_OSX_ARCHITECTURES"] == "x86_64"
     assert pytorch.env["USE_MPS"] == "0" and pytorch.env["BUILD_PYTHON"] == "0"
-    assert argv(plan, "torchgen yaml copy")[-1] == "{src:pytorch}/torchgen/packaged/ATen/native"
+    assert argv(plan, "torchgen yaml copy")[-1] == "{build}/pytorch/torchgen/packaged/ATen/native"
     assert [d.name for d in plan.downloads] == ["source", "pytorch"]
     configure = next(c for c in plan.build if c.label == "configure")
-    assert configure.env["PYTHONPATH"] == "{src:pytorch}:{src}/.."
+    assert configure.env["PYTHONPATH"] == "{build}/pytorch:{src}/.."
+
+
+def test_macos_x86_64_legs_build_pytorch_in_their_own_copy(plans: dict[str, Plan]) -> None:
+    """Both macOS x86_64 legs build PyTorch in source (build/, torch/include, torchgen/packaged):
+    the shared checkout {src:pytorch} is only ever copied, into the leg's own {build}."""
+    legs = [plan for plan in built(plans) if any(d.name == "pytorch" for d in plan.downloads)]
+    assert {plan.leg.platform for plan in legs} == {"macos-x86_64"} and len(legs) >= 2
+    for plan in legs:
+        readers = [c for c in plan.build if "{src:pytorch}" in (c.cwd, *c.argv, *c.env.values())]
+        assert [c.label for c in readers] == ["pytorch private copy"], plan.leg.id
+        assert readers[0].argv == ("{python}", "-m", "backends.steps.upstream", "private-copy",
+                                   "{src:pytorch}", "{build}/pytorch")
+        assert plan.build.index(readers[0]) < plan.build.index(next(c for c in plan.build if c.label == "pytorch"))
 
 
 def test_gpu_contracts_and_mlx_staging(plans: dict[str, Plan]) -> None:

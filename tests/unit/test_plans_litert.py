@@ -1,6 +1,7 @@
 """Golden assertions over every LiteRT leg's plan (upstream-spec §1.6, §2.5, §8.2, §8.4)."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,8 @@ def test_contract_on_every_leg(plans: dict[str, Plan]) -> None:
         assert contract.symbols[0][1] == "LiteRtCreateEnvironment"
         assert contract.symbols[0][0] in contract.required
         if plan.leg.can_run:
-            assert plan.smoke is not None and (plan.smoke.project, plan.smoke.model) == ("smoke/litert", "add.tflite")
+            assert plan.smoke is not None and plan.smoke.project == "smoke/litert"
+            assert plan.smoke.model_path == "smoke/tflite/add.tflite"  # the TFLite smoke's model
 
 
 def test_every_bazel_build_disables_gpu_and_npu(plans: dict[str, Plan]) -> None:
@@ -187,6 +189,10 @@ def test_static_closure_merge(plans: dict[str, Plan]) -> None:
             "--out", "{build}/closure.txt")
         assert plan.bundle is not None and plan.bundle.libraries_from == "{build}/closure.txt"
         assert plan.bundle.output == ("lib/LiteRt.lib" if plan.leg.os == "windows" else "lib/libLiteRt.a")
+        # upstream: `lib /machine:x64`; on arm64 `llvm-lib /machine:arm64` (lib.exe: LNK1160 on clang-cl archives)
+        librarian = {"x86_64": ("", "x64"), "arm64": ("{build}/llvm/bin/llvm-lib.exe", "arm64")}
+        expected = librarian[plan.leg.arch] if plan.leg.os == "windows" else ("", "")
+        assert (plan.bundle.tool, plan.bundle.machine) == expected, plan.leg.id
 
 
 def test_android_static_in_the_ml_build_image(plans: dict[str, Plan]) -> None:
@@ -207,6 +213,38 @@ def test_android_static_in_the_ml_build_image(plans: dict[str, Plan]) -> None:
         ndk = {d.name: d for d in plan.downloads}["ndk"]
         assert ndk.url == "https://dl.google.com/android/repository/android-ndk-r25b-linux.zip"
         assert plan.bundle is not None and plan.bundle.libraries_from == "{build}/closure.txt"
+
+
+# Like sdkmanager: reads one answer per pending license, records them, exits 0 (or 1 on "n").
+FAKE_SDKMANAGER = """#!/bin/bash
+for license in android-sdk-license android-sdk-preview-license; do
+  read -r answer
+  [ "$answer" = y ] || { echo "license $license declined"; exit 1; }
+  echo "$license" >> "$(dirname "$0")/accepted"
+done
+"""
+
+
+@pytest.mark.parametrize("abi", ["arm64-v8a", "x86_64"])
+def test_android_license_step_survives_pipefail(plans: dict[str, Plan], tmp_path: Path, abi: str) -> None:
+    """The container script's own `set -euo pipefail` line and its license line, run by bash
+    against an sdkmanager that stops reading after its answers (as the real one does)."""
+    script = command(plans[f"litert-android-{abi}-static"], "android build").argv[-1].splitlines()
+    assert script[0] == "set -euo pipefail"
+    licenses = [line for line in script if "--licenses" in line]
+    assert len(licenses) == 1
+    fake = tmp_path / "out" / "cmdline-tools" / "bin" / "sdkmanager"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(FAKE_SDKMANAGER)
+    fake.chmod(0o755)
+    steps = "\n".join([script[0], licenses[0].replace("/out/", f"{tmp_path}/out/"), "echo after-licenses"])
+    done = subprocess.run(["bash", "-c", steps], capture_output=True, text=True)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert done.stdout.strip() == "after-licenses"
+    assert (fake.parent / "accepted").read_text().split() == ["android-sdk-license", "android-sdk-preview-license"]
+    # A failing sdkmanager still stops the script.
+    fake.write_text("#!/bin/bash\nexit 3\n")
+    assert subprocess.run(["bash", "-c", steps], capture_output=True, text=True).returncode == 3
 
 
 def test_ios_slices_and_gates(plans: dict[str, Plan]) -> None:

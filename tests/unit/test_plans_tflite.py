@@ -106,7 +106,9 @@ def test_static_legs_bundle_the_build_tree_shared_legs_install(plans: dict[str, 
         assert f"-DTFLITE_BUILD_STATIC={'ON' if static else 'OFF'}" in argv(plan, "configure")
         lib_rules = [r for r in plan.collect if r.dest == "lib"]
         if static:
-            assert plan.bundle is not None and not lib_rules
+            # Metal static packages also ship the delegate archive beside the bundle (upstream's layout).
+            shipped = ["{install}/lib/libmetal_delegate.a"] if plan.leg.id in METAL_LEGS else []
+            assert plan.bundle is not None and [r.pattern for r in lib_rules] == shipped
             assert plan.bundle.libraries_from == "{build}"
             assert plan.bundle.exclude == "(/testdata/|-src/)"
             assert plan.bundle.output in ("lib/libtensorflowlite_c.a", "lib/tensorflowlite_c.lib")
@@ -129,10 +131,14 @@ def test_contracts(plans: dict[str, Plan]) -> None:
             assert "TFLGpuDelegateCreate" not in symbols
             assert "**/metal_delegate.h" in contract.forbidden
         assert plan.smoke is None or (plan.smoke.project, plan.smoke.model) == ("smoke/tflite", "add.tflite")
+    # Shared: the delegate is inside the dylib, its entry points exported (a separate .a cannot
+    # link against a dylib that exports only _TfLite*); static: merged into the bundle and beside it.
     shared = plans["tflite-macos-arm64-gpu-shared"].contract
-    assert ("lib/libmetal_delegate.a", "TFLGpuDelegateCreate") in shared.symbols
+    assert ("lib/libtensorflowlite_c.dylib", "TFLGpuDelegateCreate") in shared.symbols
+    assert "lib/libmetal_delegate.a" in shared.forbidden
     static = plans["tflite-macos-arm64-gpu-static"].contract
-    assert ("lib/libtensorflowlite_c.a", "TFLGpuDelegateCreate") in static.symbols  # merged into the bundle
+    assert ("lib/libtensorflowlite_c.a", "TFLGpuDelegateCreate") in static.symbols
+    assert "lib/libmetal_delegate.a" in static.required
 
 
 def test_ios_repackages_the_podspec_frameworks(plans: dict[str, Plan]) -> None:

@@ -94,6 +94,38 @@ def test_limited_env_keeps_only_allow_list(monkeypatch: pytest.MonkeyPatch) -> N
         "CUDA_HOME": "/opt/cuda", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"}
 
 
+# What bazelisk (its cache under %LOCALAPPDATA%, or BAZELISK_HOME), Bazel's JVM and MSVC's
+# vcvarsall/vswhere read on a Windows runner, spelled as Windows spells them.
+WINDOWS_RUNNER_ENV = {
+    "LOCALAPPDATA": r"C:\Users\runneradmin\AppData\Local", "APPDATA": r"C:\Users\runneradmin\AppData\Roaming",
+    "USERPROFILE": r"C:\Users\runneradmin", "TEMP": r"D:\tmp", "TMP": r"D:\tmp", "ProgramData": r"C:\ProgramData",
+    "SystemRoot": r"C:\Windows", "ProgramFiles(x86)": r"C:\Program Files (x86)", "BAZELISK_HOME": r"D:\bazelisk",
+}
+
+
+def test_the_child_keeps_what_bazelisk_and_msvc_need_on_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in WINDOWS_RUNNER_ENV.items():
+        monkeypatch.setenv(key, value)
+    out = tmp_path / "env.json"
+    run(python(f"import json, os; json.dump(dict(os.environ), open({str(out)!r}, 'w'))"),
+        env={**BASE_ENV, **limited_env({})}, cwd=tmp_path, log=tmp_path / "env.log", label="env")
+    seen = json.loads(out.read_text())
+    assert {key: seen.get(key) for key in WINDOWS_RUNNER_ENV} == WINDOWS_RUNNER_ENV
+
+
+def test_bare_program_names_resolve_on_the_childs_path(tmp_path: Path) -> None:
+    """Bare names go through shutil.which on every OS: on Windows that applies PATHEXT (npm
+    installs only bazelisk.cmd), which CreateProcess does not."""
+    tool = tmp_path / "bin" / "sometool"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert runner.resolve_program("sometool", str(tool.parent)) == str(tool)
+    assert runner.resolve_program("sometool", str(tmp_path)) is None
+    assert runner.resolve_program(str(tool), None) == str(tool)
+    assert runner.resolve_program("./relative/tool", None) == "./relative/tool"  # relative to the child's cwd
+
+
 def test_failure_raises_with_label_code_log_and_tail(tmp_path: Path) -> None:
     log = tmp_path / "fail.log"
     code = "import sys\nfor i in range(100): print(f'line {i}')\nsys.exit(3)"

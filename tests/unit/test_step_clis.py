@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import pytest
 
 from backends import toolchain
 from backends.probes import glslc
-from backends.steps import bazel_closure, bundle, podspec
+from backends.steps import bazel_closure, bundle, podspec, upstream
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -230,6 +231,28 @@ def test_labels_strip_configuration_and_sort_unique(fake_bazel: Path, tmp_path: 
     assert closure_cli(fake_bazel, base, "labels", "--query", query, out) == 0
     assert out.read_text() == "//litert/c:a\n//litert/c:b\n@absl//x:y\n"
     assert calls(base) == [["cquery", *FLAGS, query, "--output=label"]]
+
+
+def test_bazel_is_started_by_the_path_which_finds(fake_bazel: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`--bazel bazelisk` is a bare name: started through a PATH lookup (shutil.which), never
+    handed to the OS as is; on Windows only that finds npm's bazelisk.cmd."""
+    started: list[str] = []
+    real_run = subprocess.run
+
+    def recording_run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        started.append(argv[0])
+        return real_run(argv, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+    monkeypatch.setattr(bazel_closure.subprocess, "run", recording_run)
+    monkeypatch.setenv("PATH", f"{fake_bazel.parent}{os.pathsep}{os.environ['PATH']}")
+    base, out = tmp_path / "base", tmp_path / "labels.txt"
+    assert closure_cli(Path(fake_bazel.name), base, "labels", "--query", "deps(//x)", out) == 0
+    assert started == [str(fake_bazel)]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert closure_cli(Path("bazelisk"), base, "labels", "--query", "deps(//x)", out) == 1
+    assert "bazelisk not found on PATH" in capsys.readouterr().err
 
 
 def test_labels_fail_on_an_empty_answer_and_on_bazel_errors(fake_bazel: Path, tmp_path: Path,
@@ -467,21 +490,21 @@ sys.exit(1)
 """
 
 
-@pytest.mark.parametrize(("path", "ok", "distro", "root", "action"), [
-    ("/usr/bin/glslc", True, "ubuntu:noble", True, "ok"),
-    ("/usr/bin/glslc", True, "darwin", False, "ok"),
-    (None, False, "ubuntu:noble", True, "apt-glslc"),
-    (None, False, "debian:bookworm", True, "apt-glslc"),
-    (None, False, "ubuntu:noble", False, "manual"),
-    (None, False, "fedora", True, "manual"),
-    ("/usr/bin/glslc", False, "ubuntu:noble", True, "lunarg"),
-    ("/usr/bin/glslc", False, "ubuntu:noble", False, "manual"),
-    ("/usr/bin/glslc", False, "ubuntu:jammy", True, "manual"),
-    ("/usr/bin/glslc", False, "debian:bookworm", True, "manual"),
-    ("/usr/bin/glslc", False, "darwin", True, "manual"),
+@pytest.mark.parametrize(("path", "ok", "distro", "arch", "action"), [
+    ("/usr/bin/glslc", True, "ubuntu:noble", "amd64", "ok"),
+    ("/usr/bin/glslc", True, "darwin", "arm64", "ok"),
+    (None, False, "ubuntu:noble", "amd64", "apt-glslc"),
+    (None, False, "ubuntu:noble", "arm64", "apt-glslc"),  # Ubuntu builds glslc for arm64 too
+    (None, False, "debian:bookworm", "amd64", "apt-glslc"),
+    (None, False, "fedora", "amd64", "manual"),
+    ("/usr/bin/glslc", False, "ubuntu:noble", "amd64", "lunarg"),
+    ("/usr/bin/glslc", False, "ubuntu:noble", "arm64", "manual"),  # LunarG: amd64 packages only
+    ("/usr/bin/glslc", False, "ubuntu:jammy", "amd64", "manual"),
+    ("/usr/bin/glslc", False, "debian:bookworm", "amd64", "manual"),
+    ("/usr/bin/glslc", False, "darwin", "arm64", "manual"),
 ])
-def test_decide(path: str | None, ok: bool, distro: str, root: bool, action: str) -> None:
-    assert glslc.decide(path, ok, distro, root) == action
+def test_decide(path: str | None, ok: bool, distro: str, arch: str, action: str) -> None:
+    assert glslc.decide(path, ok, distro, arch) == action
 
 
 @pytest.mark.parametrize(("text", "distro"), [
@@ -508,15 +531,14 @@ def test_probe_cli_with_an_explicit_compiler_never_installs(tmp_path: Path, monk
     def no_remedies(step: glslc.Step) -> None:
         raise AssertionError(f"tried to run {step}")
     monkeypatch.setattr(glslc, "execute", no_remedies)
-    monkeypatch.setattr(glslc, "host_distro", lambda: "ubuntu:noble")
-    monkeypatch.setattr(glslc, "running_as_root", lambda: True)
+    monkeypatch.setattr(glslc, "detect_host", lambda installing: glslc.Host("ubuntu:noble", "amd64", ()))
     assert glslc.main(["--glslc", str(write_script(tmp_path / "ok", FAKE_GLSLC_OK))]) == 0
     assert "glslc OK: shaderc v2099.1 v2099.1-fake" in capsys.readouterr().out
-    assert glslc.main(["--glslc", str(write_script(tmp_path / "old", FAKE_GLSLC_OLD))]) == 1
+    assert glslc.main(["--install", "--glslc", str(write_script(tmp_path / "old", FAKE_GLSLC_OLD))]) == 1
     captured = capsys.readouterr()
     assert "'#extension' : extension not supported: GL_EXT_integer_dot_product" in captured.out
     assert "install a newer shaderc" in captured.err
-    assert glslc.main(["--glslc", str(tmp_path / "absent")]) == 1
+    assert glslc.main(["--install", "--glslc", str(tmp_path / "absent")]) == 1
     assert "install glslc" in capsys.readouterr().err
 
 
@@ -529,8 +551,9 @@ class FakeHost:
 
     def __call__(self, step: glslc.Step) -> None:
         self.steps.append(str(step))
-        if isinstance(step, glslc.Run) and step.argv[:3] == ("apt-get", "install", "-y"):
-            if (body := self.installs.get(step.argv[3])) is not None:
+        if isinstance(step, glslc.Run) and "apt-get" in step.argv:
+            command = step.argv[step.argv.index("apt-get") + 1:]
+            if command[:2] == ("install", "-y") and (body := self.installs.get(command[2])) is not None:
                 write_script(self.bin_dir / "glslc", body)
 
 
@@ -542,41 +565,123 @@ def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+ROOT_NOBLE = glslc.Host("ubuntu:noble", "amd64", ())
+APT = "env DEBIAN_FRONTEND=noninteractive apt-get"
+
+
+def lunarg_steps(prefix: str) -> list[str]:
+    scratch = "{scratch}"
+    return [f"download {glslc.LUNARG_KEY_URL} -> {scratch}/lunarg.asc",
+            f"{prefix}install -m 0644 {scratch}/lunarg.asc {glslc.LUNARG_KEY_PATH}",
+            f"download {glslc.LUNARG_LIST_URL} -> {scratch}/lunarg-vulkan-noble.list",
+            f"{prefix}install -m 0644 {scratch}/lunarg-vulkan-noble.list {glslc.LUNARG_LIST_PATH}"]
+
+
+def without_scratch(steps: list[str]) -> list[str]:
+    return [re.sub(r"/\S*anira-glslc-remedy-[^/\s]+", "{scratch}", step) for step in steps]
+
+
 def test_old_glslc_on_noble_gets_lunarg_shaderc(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_script(bin_dir / "glslc", FAKE_GLSLC_OLD)
     host = FakeHost(bin_dir, {"shaderc": FAKE_GLSLC_OK})
-    assert glslc.run_probe(None, "ubuntu:noble", True, run_step=host, apt_glslc_installed=lambda: True) == 0
-    assert host.steps == [
-        f"download {glslc.LUNARG_KEY_URL} -> {glslc.LUNARG_KEY_PATH}",
-        f"download {glslc.LUNARG_LIST_URL} -> {glslc.LUNARG_LIST_PATH}",
-        "apt-get remove -y glslc", "apt-get update", "apt-get install -y shaderc",
-    ]
+    assert glslc.run_probe(None, ROOT_NOBLE, True, run_step=host, apt_glslc_installed=lambda: True) == 0
+    assert without_scratch(host.steps) == [
+        *lunarg_steps(""), f"{APT} remove -y glslc", f"{APT} update", f"{APT} install -y shaderc"]
     out = capsys.readouterr().out
     assert "extension not supported" in out and "glslc OK: shaderc v2099.1" in out
 
 
 def test_missing_glslc_is_apt_installed_then_lunarg_if_too_old(bin_dir: Path) -> None:
     host = FakeHost(bin_dir, {"glslc": FAKE_GLSLC_OLD, "shaderc": FAKE_GLSLC_OK})
-    assert glslc.run_probe(None, "ubuntu:noble", True, run_step=host, apt_glslc_installed=lambda: False) == 0
-    assert host.steps[:2] == ["apt-get update", "apt-get install -y glslc"]
-    assert host.steps[-1] == "apt-get install -y shaderc" and "apt-get remove -y glslc" not in host.steps
+    assert glslc.run_probe(None, ROOT_NOBLE, True, run_step=host, apt_glslc_installed=lambda: False) == 0
+    assert host.steps[:2] == [f"{APT} update", f"{APT} install -y glslc"]
+    assert host.steps[-1] == f"{APT} install -y shaderc" and f"{APT} remove -y glslc" not in host.steps
+
+
+def test_a_non_root_runner_installs_through_sudo(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """GitHub's ubuntu-24.04 runner: not root, passwordless sudo, no glslc, then Ubuntu's too old."""
+    runner = glslc.Host("ubuntu:noble", "amd64", glslc.SUDO)
+    host = FakeHost(bin_dir, {"glslc": FAKE_GLSLC_OLD, "shaderc": FAKE_GLSLC_OK})
+    assert glslc.run_probe(None, runner, True, run_step=host, apt_glslc_installed=lambda: True) == 0
+    assert without_scratch(host.steps) == [
+        f"sudo -n {APT} update", f"sudo -n {APT} install -y glslc", *lunarg_steps("sudo -n "),
+        f"sudo -n {APT} remove -y glslc", f"sudo -n {APT} update", f"sudo -n {APT} install -y shaderc"]
+    assert "via sudo -n" in capsys.readouterr().out
+
+
+def test_lunarg_is_never_tried_on_arm64(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_script(bin_dir / "glslc", FAKE_GLSLC_OLD)
+    host = FakeHost(bin_dir, {})
+    assert glslc.run_probe(None, glslc.Host("ubuntu:noble", "arm64", glslc.SUDO), True, run_step=host) == 1
+    assert host.steps == []
+    assert "LunarG publishes no arm64 packages for Ubuntu 24.04" in capsys.readouterr().err
 
 
 def test_remedies_run_once_then_fail_clearly(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_script(bin_dir / "glslc", FAKE_GLSLC_OLD)
     host = FakeHost(bin_dir, {})  # LunarG's shaderc "installed" but glslc still too old
-    assert glslc.run_probe(None, "ubuntu:noble", True, run_step=host, apt_glslc_installed=lambda: False) == 1
-    assert host.steps.count("apt-get install -y shaderc") == 1
+    assert glslc.run_probe(None, ROOT_NOBLE, True, run_step=host, apt_glslc_installed=lambda: False) == 1
+    assert host.steps.count(f"{APT} install -y shaderc") == 1
     assert "still fails the probe after: lunarg" in capsys.readouterr().err
     # Debian: glslc from apt, still too old, and no LunarG repository for it.
     (bin_dir / "glslc").unlink()
     host = FakeHost(bin_dir, {"glslc": FAKE_GLSLC_OLD})
-    assert glslc.run_probe(None, "debian:bookworm", True, run_step=host) == 1
-    assert host.steps == ["apt-get update", "apt-get install -y glslc"]
+    assert glslc.run_probe(None, glslc.Host("debian:bookworm", "amd64", ()), True, run_step=host) == 1
+    assert host.steps == [f"{APT} update", f"{APT} install -y glslc"]
     assert "still fails the probe after: apt-glslc" in capsys.readouterr().err
 
 
-def test_without_root_nothing_is_installed(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    host = FakeHost(bin_dir, {})
-    assert glslc.run_probe(None, "ubuntu:noble", False, run_step=host) == 1
-    assert host.steps == [] and "apt-get install glslc" in capsys.readouterr().err
+@pytest.mark.parametrize(("host", "install", "shown", "why"), [
+    (ROOT_NOBLE, False, f"  {APT} install -y glslc", "does not change the system without --install"),
+    (glslc.Host("ubuntu:noble", "amd64", None), True, f"  sudo {APT} install -y glslc",
+     "needs root, or sudo without a password"),
+])
+def test_nothing_is_installed_without_the_option_or_a_way_to_root(bin_dir: Path, capsys: pytest.CaptureFixture[str],
+                                                                  host: glslc.Host, install: bool, shown: str,
+                                                                  why: str) -> None:
+    recorder = FakeHost(bin_dir, {})
+    assert glslc.run_probe(None, host, install, run_step=recorder) == 1
+    err = capsys.readouterr().err
+    assert recorder.steps == [] and why in err and shown in err.splitlines()
+    assert "python -m backends.probes.glslc --install" in err
+
+
+def test_privilege(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert glslc.privilege() == ()
+    monkeypatch.setattr(os, "geteuid", lambda: 1001)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert glslc.privilege() is None  # no sudo at all
+    sudo = write_script(tmp_path / "sudo", "import sys\nsys.exit(0 if sys.argv[1:] == ['-n', 'true'] else 2)\n")
+    assert glslc.privilege() == glslc.SUDO
+    write_script(sudo, "import sys\nprint('sudo: a password is required', file=sys.stderr)\nsys.exit(1)\n")
+    assert glslc.privilege() is None
+
+
+# --- private copies of a second in-source tree (ExecuTorch's PyTorch) ---------------------
+
+def _git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull}
+    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+
+def test_private_copy_cli_copies_once_per_commit(tmp_path: Path) -> None:
+    shared, private = tmp_path / "git" / "pytorch", tmp_path / "leg" / "work" / "pytorch"
+    shared.mkdir(parents=True)
+    (shared / "setup.py").write_text("v1\n")
+    _git(shared, "init", "-q")
+    _git(shared, "add", "-A")
+    _git(shared, "commit", "-q", "-m", "one")
+    assert upstream.main(["private-copy", str(shared), str(private)]) == 0
+    # The in-source build writes into the copy; the shared checkout never sees it.
+    (private / "build").mkdir()
+    (private / "setup.py").write_text("edited by the build\n")
+    assert (shared / "setup.py").read_text() == "v1\n" and not (shared / "build").exists()
+    assert upstream.main(["private-copy", str(shared), str(private)]) == 0
+    assert (private / "build").is_dir()  # same commit: the leg's copy (and its build) is kept
+    (shared / "setup.py").write_text("v2\n")
+    _git(shared, "commit", "-q", "-am", "two")
+    assert upstream.main(["private-copy", str(shared), str(private)]) == 0
+    assert (private / "setup.py").read_text() == "v2\n" and not (private / "build").exists()
+    assert upstream.main(["private-copy", str(tmp_path / "missing"), str(private)]) == 1

@@ -6,6 +6,7 @@ so plans are host-independent and their goldens stable.
 """
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -63,9 +64,13 @@ class Bundle:
     """Merge the leg's own static libraries into one archive in the stage."""
 
     output: str  # stage-relative, e.g. lib/libonnxruntime.a
-    libraries_from: str  # a symbolic dir whose static libraries the build produced
-    exclude: str = ""  # regex over library paths (fetched sources, test fixtures, host tools)
+    libraries_from: str  # a symbolic dir whose static libraries the build produced, or a list file of them
+    exclude: str = ""  # regex over paths below `libraries_from` (fetched sources, test fixtures, host tools)
     fmt: str = ""  # elf | macho | coff; empty = detected from the libraries
+    # COFF only: the librarian (a program or symbolic path; empty = lib.exe in an MSVC
+    # environment, else llvm-lib) and the /MACHINE every member must have.
+    tool: str = ""
+    machine: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,12 @@ class Contract:
 class Smoke:
     project: str  # smoke/<engine>
     defines: Mapping[str, str] = field(default_factory=frozen)
-    model: str = ""  # a model file inside the project, passed to the program
+    model: str = ""  # the model the program runs, relative to the project (`../tflite/add.tflite`: shared)
+
+    @property
+    def model_path(self) -> str:
+        """The model as a repository path (`smoke/tflite/add.tflite`), "" without one."""
+        return posixpath.normpath(posixpath.join(self.project, self.model)) if self.model else ""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,13 @@ def _load_recipe(path: Path) -> ModuleType:
     return module
 
 
+DEBUG_CRT_NOTE = (
+    "smoke: smoke/common.cmake copies the debug CRT next to the Debug program, from the MSVC developer "
+    "environment: $VCToolsRedistDir/debug_nonredist/<arch>/Microsoft.VC*.DebugCRT/*.dll (vcruntime140d, "
+    "msvcp140d, ...) and $WindowsSdkDir/bin/$WindowsSDKVersion/<arch>/ucrt/ucrtbased.dll"
+)
+
+
 def archive_name(leg: Leg, engine: Engine) -> str:
     """Plans name the zip; other formats swap the extension (graph.published_name)."""
     return f"{leg.archive_stem(engine.libname, engine.version)}.zip"
@@ -59,6 +66,8 @@ def plan_leg(leg: Leg, engine: Engine, matrix: Matrix) -> Plan:
         plan = replace(plan, smoke=None)
     if plan.smoke is not None:
         plan = replace(plan, smoke=_with_variant_defines(plan.smoke, leg))
+        if leg.os == "windows" and leg.config == "debug":
+            plan = replace(plan, notes=(*plan.notes, DEBUG_CRT_NOTE))
     return plan
 
 

@@ -1,22 +1,26 @@
 """Probe: can the ambient glslc compile ExecuTorch's int8 Vulkan shaders? (spec §6.5 item 5)
 
-    python -m backends.probes.glslc [--glslc PATH]
+    python -m backends.probes.glslc [--glslc PATH] [--install]
 
 Compiles a compute shader that requires GL_EXT_integer_dot_product, the extension
 Ubuntu 24.04's shaderc 2023.8 rejects ("#extension : extension not supported"), with
-the flags ExecuTorch's gen_vulkan_spv.py uses. When it fails, and only then:
+the flags ExecuTorch's gen_vulkan_spv.py uses. When it fails it names the remedy:
 
-- glslc missing, root on Debian/Ubuntu: `apt-get install -y glslc`, then probe again;
-- glslc too old, root on Ubuntu 24.04 (noble): add LunarG's apt repository and install
-  its current `shaderc`, then probe again;
-- anything else: print what to install and exit 1.
+- glslc missing on Debian/Ubuntu: `apt-get install glslc`, then probe again;
+- glslc too old on Ubuntu 24.04 (noble) amd64: LunarG's apt repository and its current
+  `shaderc` (LunarG publishes no packages for other architectures), then probe again;
+- anything else: what to install by hand.
 
-`--glslc PATH` probes that compiler and never installs anything.
+It changes the system only with `--install` (CI's setup step passes it; a build never
+does): it then runs the remedy as root, or through `sudo -n` (GitHub's runners are not
+root but may use sudo without a password). Without `--install` it prints the exact
+commands and exits 1. `--glslc PATH` probes that compiler and never installs anything.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import shlex
 import shutil
 import subprocess
@@ -52,12 +56,15 @@ SPIRV_MAGIC = (0x07230203).to_bytes(4, "little")
 
 APT_FAMILIES = ("debian", "ubuntu")
 LUNARG_DISTRO = "ubuntu:noble"
+LUNARG_ARCHITECTURES = ("amd64",)  # LunarG's Ubuntu packages are built for x86_64 only
 LUNARG_KEY_URL = "https://packages.lunarg.com/lunarg-signing-key-pub.asc"
 LUNARG_LIST_URL = "https://packages.lunarg.com/vulkan/lunarg-vulkan-noble.list"
 LUNARG_KEY_PATH = Path("/etc/apt/trusted.gpg.d/lunarg.asc")
 LUNARG_LIST_PATH = Path("/etc/apt/sources.list.d/lunarg-vulkan-noble.list")
 VULKAN_SDK_URL = "https://vulkan.lunarg.com/sdk/home"
 TIMEOUT_S = 120
+SUDO = ("sudo", "-n")  # never prompts: fails when a password would be needed
+APT_GET = ("env", "DEBIAN_FRONTEND=noninteractive", "apt-get")
 
 MANUAL_MISSING = (
     "install glslc, then re-run: `apt-get install glslc` (Debian/Ubuntu), `brew install shaderc` "
@@ -65,8 +72,8 @@ MANUAL_MISSING = (
 )
 MANUAL_TOO_OLD = (
     "install a newer shaderc and put its glslc first on PATH, then re-run: LunarG's apt repository "
-    f"(this probe adds it itself as root on Ubuntu 24.04), the Vulkan SDK ({VULKAN_SDK_URL}) or "
-    "`brew install shaderc`"
+    f"(Ubuntu 24.04 amd64: `python -m backends.probes.glslc --install` adds it), the Vulkan SDK "
+    f"({VULKAN_SDK_URL}), shaderc built from source, or `brew install shaderc`"
 )
 
 
@@ -91,6 +98,8 @@ class Run:
 
 @dataclass(frozen=True)
 class Fetch:
+    """Download `url` into `dest`, a file of our own (installed into place by a Run after it)."""
+
     url: str
     dest: Path
 
@@ -101,18 +110,23 @@ class Fetch:
 Step = Run | Fetch
 
 
+@dataclass(frozen=True)
+class Host:
+    distro: str  # "<family>:<codename>" as `host_distro` gives it
+    architecture: str  # Debian's name: amd64, arm64, ...
+    privilege: tuple[str, ...] | None  # () as root, `sudo -n` when that works, None: no way to install
+
+
 # --- deciding --------------------------------------------------------------------------
 
-def decide(glslc_path: str | None, probe_ok: bool, distro: str, is_root: bool) -> str:
+def decide(glslc_path: str | None, probe_ok: bool, distro: str, architecture: str) -> str:
     """"ok", "apt-glslc" (install the distribution's glslc), "lunarg" (install LunarG's
-    shaderc) or "manual". `distro` is "<family>:<codename>" as `host_distro` gives it."""
+    shaderc) or "manual": which remedy exists for this host, whoever may run it."""
     if glslc_path is not None and probe_ok:
         return "ok"
-    if not is_root:
-        return "manual"
     if glslc_path is None:
         return "apt-glslc" if distro.split(":")[0] in APT_FAMILIES else "manual"
-    return "lunarg" if distro == LUNARG_DISTRO else "manual"
+    return "lunarg" if distro == LUNARG_DISTRO and architecture in LUNARG_ARCHITECTURES else "manual"
 
 
 def host_distro(os_release: Path = Path("/etc/os-release")) -> str:
@@ -135,8 +149,37 @@ def host_distro(os_release: Path = Path("/etc/os-release")) -> str:
     return f"{family}:{codename}" if codename else family
 
 
-def running_as_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
+def host_architecture() -> str:
+    """Debian's name for this machine's architecture (`dpkg --print-architecture`)."""
+    try:
+        completed = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=False)
+        if completed.returncode == 0 and completed.stdout.strip():
+            return completed.stdout.strip()
+    except OSError:
+        pass
+    machine = platform.machine().lower()
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+
+
+def privilege() -> tuple[str, ...] | None:
+    """How remedies may change the system: () as root, `sudo -n` when sudo works without a
+    password (GitHub's runners), None otherwise."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return ()
+    sudo = shutil.which("sudo")
+    if sudo is None:
+        return None
+    try:
+        completed = subprocess.run([sudo, "-n", "true"], capture_output=True, timeout=TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return SUDO if completed.returncode == 0 else None
+
+
+def detect_host(installing: bool) -> Host:
+    """This host; sudo is only tried when the probe may install."""
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    return Host(host_distro(), host_architecture(), privilege() if installing or root else None)
 
 
 # --- probing ---------------------------------------------------------------------------
@@ -170,15 +213,23 @@ def probe(glslc: str) -> ProbeResult:
 
 # --- remedies --------------------------------------------------------------------------
 
-def remedy_steps(action: str, apt_glslc_installed: bool) -> list[Step]:
+def remedy_steps(action: str, apt_glslc_installed: bool, prefix: tuple[str, ...], scratch: Path) -> list[Step]:
+    """The remedy's commands, privileged ones behind `prefix` (`sudo -n`, or nothing as root);
+    downloads land in `scratch` and are installed into /etc/apt by a privileged command."""
+    def apt(*args: str) -> Run:
+        return Run((*prefix, *APT_GET, *args))
+
     if action == "apt-glslc":
-        return [Run(("apt-get", "update")), Run(("apt-get", "install", "-y", "glslc"))]
+        return [apt("update"), apt("install", "-y", "glslc")]
     if action == "lunarg":
-        steps: list[Step] = [Fetch(LUNARG_KEY_URL, LUNARG_KEY_PATH), Fetch(LUNARG_LIST_URL, LUNARG_LIST_PATH)]
+        steps: list[Step] = []
+        for url, dest in ((LUNARG_KEY_URL, LUNARG_KEY_PATH), (LUNARG_LIST_URL, LUNARG_LIST_PATH)):
+            steps += [Fetch(url, scratch / dest.name), Run((*prefix, "install", "-m", "0644", str(scratch / dest.name),
+                                                             str(dest)))]
         if apt_glslc_installed:
             # Ubuntu's glslc package and LunarG's shaderc both ship /usr/bin/glslc.
-            steps.append(Run(("apt-get", "remove", "-y", "glslc")))
-        return steps + [Run(("apt-get", "update")), Run(("apt-get", "install", "-y", "shaderc"))]
+            steps.append(apt("remove", "-y", "glslc"))
+        return steps + [apt("update"), apt("install", "-y", "shaderc")]
     raise ValueError(f"no remedy steps for {action!r}")
 
 
@@ -200,11 +251,9 @@ def execute(step: Step) -> None:
             response.raise_for_status()
         except requests.RequestException as error:
             raise ProbeError(f"{step} failed: {error}") from None
-        step.dest.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(step.dest, response.content)
         return
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    completed = subprocess.run(list(step.argv), env=env, check=False)
+    completed = subprocess.run(list(step.argv), check=False)
     if completed.returncode != 0:
         raise ProbeError(f"`{step}` failed with exit code {completed.returncode}")
 
@@ -225,41 +274,87 @@ def _report_failure(path: str | None, explicit: str | None, result: ProbeResult 
           f"(ExecuTorch's int8 Vulkan shaders need it):\n{result.output}", flush=True)
 
 
-def run_probe(explicit: str | None, distro: str, is_root: bool,
+def _manual(path: str | None, host: Host) -> str:
+    if path is not None and host.distro == LUNARG_DISTRO and host.architecture not in LUNARG_ARCHITECTURES:
+        return (f"LunarG publishes no {host.architecture} packages for Ubuntu 24.04; {MANUAL_TOO_OLD}")
+    return MANUAL_MISSING if path is None else MANUAL_TOO_OLD
+
+
+def _refuse(action: str, steps: list[Step], why: str) -> int:
+    print(f"ERROR: glslc remedy {action!r} not run: {why}. It would run:", file=sys.stderr)
+    for step in steps:
+        print(f"  {step}", file=sys.stderr)
+    print("Run `PYTHONPATH=site_scons python -m backends.probes.glslc --install` to let the probe do it, or "
+          "install a glslc that passes the probe yourself.", file=sys.stderr)
+    return 1
+
+
+def _give_up(path: str | None, host: Host, done: list[str]) -> int:
+    if done:
+        print(f"ERROR: glslc still fails the probe after: {', '.join(done)}", file=sys.stderr)
+    print(f"ERROR: {_manual(path, host)}", file=sys.stderr)
+    return 1
+
+
+def _shown_prefix(host: Host, install: bool) -> tuple[str, ...]:
+    """The privilege the commands run (or would run) with: the host's when installing, else
+    what a person would type (`sudo`, nothing as root)."""
+    if install and host.privilege is not None:
+        return host.privilege
+    return () if host.privilege == () else ("sudo",)
+
+
+def _apply(action: str, steps: list[Step], host: Host, run_step: Callable[[Step], None]) -> bool:
+    print(f"glslc probe: remedy {action!r} ({host.distro} {host.architecture}, "
+          f"{'via ' + shlex.join(host.privilege) if host.privilege else 'as root'})", flush=True)
+    try:
+        for step in steps:
+            run_step(step)
+    except ProbeError as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return False
+    return True
+
+
+def run_probe(explicit: str | None, host: Host, install: bool,
               run_step: Callable[[Step], None] = execute,
               apt_glslc_installed: Callable[[], bool] = lambda: package_installed("glslc")) -> int:
-    """Probe, remedy (each remedy at most once), probe again; 0 when glslc passes."""
+    """Probe; with `install`, remedy (each remedy at most once) and probe again; 0 when glslc
+    passes. Without `install`, or without a way to become root, nothing on the system changes."""
     done: list[str] = []
-    while True:
-        path = _locate(explicit)
-        result = probe(path) if path is not None else None
-        # An explicit --glslc is never "fixed" by installing into the system.
-        action = decide(path, bool(result and result.ok), distro, is_root and explicit is None)
-        if action == "ok":
-            assert result is not None
-            print(f"glslc OK: {result.version}")
-            return 0
-        _report_failure(path, explicit, result)
-        if action == "manual" or action in done:
-            if done:
-                print(f"ERROR: glslc still fails the probe after: {', '.join(done)}", file=sys.stderr)
-            print(f"ERROR: {MANUAL_MISSING if path is None else MANUAL_TOO_OLD}", file=sys.stderr)
-            return 1
-        print(f"glslc probe: remedy {action!r} ({distro}, root)", flush=True)
-        try:
-            for step in remedy_steps(action, action == "lunarg" and apt_glslc_installed()):
-                run_step(step)
-        except ProbeError as error:
-            print(f"ERROR: {error}", file=sys.stderr)
-            return 1
-        done.append(action)
+    with tempfile.TemporaryDirectory(prefix="anira-glslc-remedy-") as scratch:
+        while True:
+            path = _locate(explicit)
+            result = probe(path) if path is not None else None
+            action = decide(path, bool(result and result.ok), host.distro, host.architecture)
+            if action == "ok":
+                assert result is not None
+                print(f"glslc OK: {result.version}")
+                return 0
+            _report_failure(path, explicit, result)
+            # An explicit --glslc is never "fixed" by installing into the system.
+            if action == "manual" or action in done or explicit is not None:
+                return _give_up(path, host, done)
+            steps = remedy_steps(action, action == "lunarg" and apt_glslc_installed(), _shown_prefix(host, install),
+                                 Path(scratch))
+            if not install:
+                return _refuse(action, steps, "this build does not change the system without --install")
+            if host.privilege is None:
+                return _refuse(action, steps, "it needs root, or sudo without a password")
+            if not _apply(action, steps, host, run_step):
+                return 1
+            done.append(action)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m backends.probes.glslc", description=__doc__.split("\n\n")[0])
     parser.add_argument("--glslc", metavar="PATH", help="probe this compiler (never installs anything)")
+    parser.add_argument("--install", action="store_true",
+                        help="when the probe fails, change the system: apt-get install glslc, or add LunarG's apt "
+                             "repository (key and list under /etc/apt) and install its shaderc; as root or via "
+                             "sudo -n. CI's setup passes it; builds never do")
     args = parser.parse_args(argv)
-    return run_probe(args.glslc, host_distro(), running_as_root())
+    return run_probe(args.glslc, detect_host(args.install), args.install)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,14 @@ cache, and the same `--output_base` (a startup option: another one is another se
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from backends.run import resolve_program
 from backends.steps.files import atomic_write_text
 
 # The LiteRT recipe also writes this collector into the Android container's build script,
@@ -49,7 +51,10 @@ class ClosureError(RuntimeError):
 def bazel_output(bazel: str, output_base: str, arguments: Sequence[str]) -> str:
     """stdout of `bazel --output_base=<dir> <arguments>`; Bazel's progress (stderr) goes to
     ours, for the step log."""
-    argv = [bazel, f"--output_base={output_base}", *arguments]
+    program = resolve_program(bazel, os.environ.get("PATH"))
+    if program is None:
+        raise ClosureError(f"{bazel} not found on PATH; install bazelisk (npm i -g @bazel/bazelisk) or pass --bazel")
+    argv = [program, f"--output_base={output_base}", *arguments]
     try:
         completed = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
     except OSError as error:

@@ -6,7 +6,8 @@ names collide across inputs (extract-and-rearchive loses them):
 - ELF:    GNU `ar -M` MRI script (CREATE/ADDLIB/SAVE/END) + `ranlib`; `llvm-ar -M`
           when GNU ar is absent (macOS hosts building Android, Windows);
 - Mach-O: Apple `libtool -static` on macOS, `llvm-libtool-darwin -static` elsewhere;
-- COFF:   `lib.exe` when on PATH (MSVC environment), else `llvm-lib`.
+- COFF:   the librarian the plan names (LiteRT Windows arm64: its LLVM's llvm-lib), else
+          `lib.exe` when on PATH (MSVC environment), else `llvm-lib`; `/MACHINE` from the plan.
 
 The list of libraries comes from the build itself (CMake's install manifest or
 Ninja's link closure), never from globbing the build tree.
@@ -237,10 +238,13 @@ def filter_libs(paths: Sequence[Path], exclude_regex: str) -> list[Path]:
 # --- merging ---------------------------------------------------------------------------
 
 def merge_static(inputs: Sequence[Path], out: Path, fmt: str, *,
-                 log: Path | None = None) -> None:
+                 log: Path | None = None, tool: str = "", machine: str = "") -> None:
     """Merge static archives `inputs` into `out`, keeping every member (also members
     with the same name in different inputs). `fmt` is "elf", "macho" or "coff"
-    (see `object_format`). `out` appears only once complete."""
+    (see `object_format`). `out` appears only once complete.
+
+    COFF merges may name the librarian (`tool`, else lib.exe in an MSVC environment, else
+    llvm-lib) and the `/MACHINE` every member must have (`x64`, `arm64`)."""
     inputs = [Path(path) for path in inputs]
     if not inputs:
         raise BundleError(f"no static libraries to bundle into {out}")
@@ -249,10 +253,16 @@ def merge_static(inputs: Sequence[Path], out: Path, fmt: str, *,
         raise BundleError(f"cannot bundle {out}: missing inputs: {', '.join(missing)}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    merger = {"elf": _merge_elf, "macho": _merge_macho, "coff": _merge_coff}.get(fmt)
+    if fmt == "coff":
+        _merge_coff(inputs, out, log, tool, machine)
+        return
+    merger = {"elf": _merge_elf, "macho": _merge_macho}.get(fmt)
     if merger is None:
         raise BundleError(f"cannot bundle {out}: unsupported object format {fmt!r} "
                           "(expected elf, macho or coff)")
+    if tool or machine:
+        raise BundleError(f"cannot bundle {out}: a librarian ({tool or '-'}) and /MACHINE ({machine or '-'}) "
+                          f"apply to COFF libraries only, these are {fmt}")
     merger(inputs, out, log)
 
 
@@ -305,14 +315,13 @@ def _merge_macho(inputs: list[Path], out: Path, log: Path | None) -> None:
     os.replace(temp, out)
 
 
-def _merge_coff(inputs: list[Path], out: Path, log: Path | None) -> None:
-    lib = toolchain.require_tool("llvm-lib", "merging COFF static libraries",
-                                 prefer_native=True)
+def _merge_coff(inputs: list[Path], out: Path, log: Path | None, tool: str = "", machine: str = "") -> None:
+    lib = _coff_librarian(tool)
     temp = temp_path_for(out)
     # A response file keeps long input lists under Windows' command-line limit.
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as scratch:
         response = Path(scratch) / "inputs.rsp"
-        lines = [f'/OUT:"{_windows_path(temp)}"']
+        lines = [f'/OUT:"{_windows_path(temp)}"'] + ([f"/MACHINE:{machine}"] if machine else [])
         lines += [f'"{_windows_path(path)}"' for path in inputs]
         response.write_text("\n".join(lines) + "\n", encoding="utf-8")
         # llvm-lib re-expresses member names as paths relative to the output's
@@ -320,6 +329,18 @@ def _merge_coff(inputs: list[Path], out: Path, log: Path | None) -> None:
         _tool([lib, "/NOLOGO", f"@{response}"], log=log, cwd=out.parent,
               what=f"merging {len(inputs)} libraries into {out}", cleanup=temp)
     os.replace(temp, out)
+
+
+def _coff_librarian(tool: str) -> str:
+    """The plan's librarian when it names one (a leg whose objects lib.exe cannot read, e.g.
+    clang-cl's on Windows arm64: LNK1160), else lib.exe in an MSVC environment, else llvm-lib."""
+    if not tool:
+        return toolchain.require_tool("llvm-lib", "merging COFF static libraries", prefer_native=True)
+    found = shutil.which(tool)
+    if found is None:
+        raise BundleError(f"the librarian this leg merges with, {tool}, does not exist (did the step that "
+                          "installs it run?)")
+    return found
 
 
 def _windows_path(path: Path) -> str:

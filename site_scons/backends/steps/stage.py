@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..model.plan import Bundle, CopyRule, Plan
-from .bundle import filter_libs, merge_static, object_format
+from .bundle import listed_archives, merge_static, object_format, tree_archives
 from .context import LegDirs, expand
 from .files import hardlink_or_copy
 from .globs import find, matches_any
@@ -67,25 +67,30 @@ def collect(rules: tuple[CopyRule, ...], excludes: tuple[str, ...], dirs: LegDir
     return sorted(set(dropped))
 
 
-def _library_suffixes(output: str) -> tuple[str, ...]:
-    return (".lib",) if output.endswith(".lib") else (".a",)
+def _libraries(spec: Bundle, source: Path, output: Path) -> list[Path]:
+    """The archives to merge: those a list the build wrote names (e.g. a Bazel closure), or every
+    static library under a tree minus `spec.exclude`, matched below the tree (where the tree
+    itself lives, e.g. a checkout under `.../anira-src/`, never excludes anything)."""
+    if source.is_file():
+        if spec.exclude:
+            raise StageError(f"bundle: exclude {spec.exclude!r} applies to a tree, {source} is a list")
+        return [path for path in listed_archives(source) if path.resolve() != output.resolve()]
+    suffix = ".lib" if spec.output.endswith(".lib") else ".a"
+    return tree_archives(source, suffix, spec.exclude, skip=output)
 
 
 def bundle(spec: Bundle, dirs: LegDirs, environ: Mapping[str, str]) -> list[str]:
     """Merge the static libraries the build produced (never a hand-kept list) into one."""
-    root = Path(expand(spec.libraries_from, dirs, environ) or "")
-    if root.is_file():  # a list the build wrote (e.g. a Bazel closure), one path per line
-        libraries = [Path(line) for line in root.read_text().split() if line]
-    else:
-        libraries = sorted(p for p in root.rglob("*") if p.suffix in _library_suffixes(spec.output) and p.is_file())
-    libraries = filter_libs(libraries, spec.exclude) if spec.exclude else libraries
+    source = Path(expand(spec.libraries_from, dirs, environ) or "")
     output = dirs.stage / spec.output
-    libraries = [p for p in libraries if p.resolve() != output.resolve()]
+    libraries = _libraries(spec, source, output)
     if not libraries:
-        raise StageError(f"bundle: no static libraries under {root} (after excluding /{spec.exclude}/)")
+        excluding = f" (after excluding {spec.exclude} below it)" if spec.exclude else ""
+        raise StageError(f"bundle: no static libraries under {source}{excluding}")
     fmt = spec.fmt or object_format(libraries[0])
     output.parent.mkdir(parents=True, exist_ok=True)
-    merge_static(libraries, output, fmt, log=dirs.logs / "bundle.log")
+    merge_static(libraries, output, fmt, log=dirs.logs / "bundle.log",
+                 tool=expand(spec.tool, dirs, environ) or "", machine=spec.machine)
     return [str(p) for p in libraries]
 
 

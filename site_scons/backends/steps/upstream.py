@@ -1,9 +1,13 @@
 """Running the upstream build commands of a plan through the runner, one log per command."""
 from __future__ import annotations
 
+import argparse
+import hashlib
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -19,6 +23,8 @@ def _log_name(index: int, label: str) -> str:
 
 
 SITE_SCONS = Path(__file__).resolve().parents[2]
+# The step graph's settings (cache, mirrors, offline, lock) reach the project's helpers as these.
+SETTINGS_PREFIX = "ANIRA_"
 
 
 def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
@@ -27,7 +33,7 @@ def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
     commands find this package, and the step graph's settings travel as ANIRA_*."""
     extra = {k: expand(v, dirs, environ) or "" for k, v in {**plan_env, **command.env}.items()}
     extra["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SITE_SCONS), extra.get("PYTHONPATH", "")]))
-    extra.update({k: v for k, v in environ.items() if k.startswith("ANIRA_")})
+    extra.update({k: v for k, v in environ.items() if k.startswith(SETTINGS_PREFIX)})
     return limited_env(extra)
 
 
@@ -71,6 +77,25 @@ def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs:
     return ran
 
 
+def tree_key(tree: Path) -> str:
+    """What identifies a shared tree's content: a checkout's HEAD commit (submodules follow it),
+    else a digest of every file's path, size and mtime."""
+    if (tree / ".git").exists():
+        try:
+            head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                  check=False)
+        except OSError:  # no git here: the listing below still tells trees apart
+            head = None
+        if head is not None and head.returncode == 0:
+            return f"git:{head.stdout.strip()}"
+    listing = hashlib.sha256()
+    for path in sorted(tree.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            stat = path.stat()
+            listing.update(f"{path.relative_to(tree).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return f"files:{listing.hexdigest()}"
+
+
 def private_copy(shared_src: Path, private_src: Path, key: str) -> None:
     """Give an in-source build its own copy of the tree, refreshed when the tree key changes."""
     marker = private_src.parent / f".{private_src.name}.key"
@@ -112,4 +137,25 @@ def build(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDir
         return run_commands(commands, plan_env, dirs, label, environ, verbose)
 
 
-__all__ = ["build", "copy_tree", "private_copy", "run_commands"]
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m backends.steps.upstream private-copy SHARED PRIVATE`: a recipe's in-source
+    build of a second tree (ExecuTorch's PyTorch) in the leg's own copy of it."""
+    parser = argparse.ArgumentParser(prog="python -m backends.steps.upstream")
+    sub = parser.add_subparsers(dest="command", required=True)
+    copy = sub.add_parser("private-copy", help="copy SHARED to PRIVATE unless PRIVATE already holds its content")
+    copy.add_argument("shared", type=Path)
+    copy.add_argument("private", type=Path)
+    args = parser.parse_args(argv)
+    if not args.shared.is_dir():
+        print(f"ERROR: private-copy: {args.shared} is not a directory (did its fetch step run?)", file=sys.stderr)
+        return 1
+    key = tree_key(args.shared)
+    private_copy(args.shared, args.private, key)
+    print(f"private copy of {args.shared} in {args.private} ({key})")
+    return 0
+
+
+__all__ = ["build", "copy_tree", "private_copy", "run_commands", "tree_key"]
+
+if __name__ == "__main__":
+    sys.exit(main())

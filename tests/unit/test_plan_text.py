@@ -1,0 +1,65 @@
+"""`scons plan=1` shows the whole environment a leg's commands get: the plan's own variables,
+what the runner adds to every command, and what CI adds (the compiler cache launcher)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from backends import ci
+from backends.explain import render_plan
+from backends.model.matrix import load_matrix
+from backends.model.plan import Plan
+from backends.model.recipes import plan_all
+from backends.steps.context import LegDirs
+from backends.steps.upstream import SITE_SCONS, command_env
+
+ROOT = Path(__file__).resolve().parents[2]
+MATRIX = load_matrix(ROOT)
+RUNNING = [plan for plan in plan_all(MATRIX) if plan.build or plan.fixups]
+# A CI job's environment as the runner sees it: the step graph's settings, the toolchain's
+# variables the CI setup exports, and a variable that must never pass.
+CI_ENVIRON = {"PATH": "/usr/bin", "HOME": "/home/runner", "ANIRA_CACHE": "/c", "ANIRA_MIRRORS": "", "ANIRA_OFFLINE": "0",
+              "ANIRA_LOCK": "0", "ANDROID_NDK_HOME": "/ndk", "GITHUB_TOKEN": "secret"}
+
+
+def ci_environ(plan: Plan) -> dict[str, str]:
+    launcher = ci.compiler_launcher(plan)
+    return {**CI_ENVIRON, **({name: launcher for name in ci.LAUNCHER_VARIABLES} if launcher else {})}
+
+
+@pytest.mark.parametrize("plan", RUNNING, ids=lambda plan: plan.leg.id)
+def test_plan_prints_every_variable_the_runner_adds(plan: Plan, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    environ = ci_environ(plan)
+    for key in list(os.environ):
+        monkeypatch.delenv(key)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    named = {download.name: tmp_path / download.name for download in plan.downloads}
+    dirs = LegDirs(src=tmp_path / "src", build=tmp_path / "build", install=tmp_path / "install",
+                   stage=tmp_path / "stage", logs=tmp_path / "logs", sources=named, extracts=named, downloads=named)
+    text = render_plan(plan)
+    for command in (*plan.build, *plan.fixups):
+        own = {**plan.env, **command.env}
+        child = command_env(command, plan.env, dirs, environ)
+        assert "GITHUB_TOKEN" not in child
+        for key, value in child.items():
+            if key in own and key != "PYTHONPATH":
+                continue  # printed with the plan or the command
+            named = key in text or (key.startswith("ANIRA_") and "ANIRA_*" in text)
+            assert named, f"{plan.leg.id} [{command.label}]: the runner adds {key}, plan=1 does not say so"
+            if key in ci.LAUNCHER_VARIABLES:
+                assert f"{key}={value}" in text
+        assert str(SITE_SCONS) in text and "CMAKE_POLICY_VERSION_MINIMUM=3.5" in text
+    launched = "CMAKE_C_COMPILER_LAUNCHER=" in text
+    assert launched == bool(ci.compiler_launcher(plan)), plan.leg.id
+    for probe in ci.probes(plan):  # what CI's setup installs before the build
+        assert f"python -m backends.probes.{probe} --install" in text
+
+
+def test_launcher_variables_are_what_the_build_job_exports() -> None:
+    legs = (ROOT / ".github/workflows/_legs.yml").read_text()
+    for name in ci.LAUNCHER_VARIABLES:
+        assert f'echo "{name}=$LAUNCHER" >> "$GITHUB_ENV"' in legs
