@@ -290,7 +290,9 @@ class Graph:
         if plan.smoke:
             project = self.root / plan.smoke.project
             shared = sorted(project.parent.glob("*.cmake"))  # smoke/common.cmake
-            smoke_sources += [self.env.File(str(p)) for p in [*sorted(project.rglob("*")), *shared] if p.is_file()]
+            model = [self.root / plan.smoke.model_path] if plan.smoke.model else []  # may live in another project
+            files = dict.fromkeys(p for p in [*sorted(project.rglob("*")), *shared, *model] if p.is_file())
+            smoke_sources += [self.env.File(str(p)) for p in files]
         smoke = self._step([steps_dir / "smoke.json"], [archive[-1], *smoke_sources], "smoke", leg.id, name,
                            partial(actions.smoke, leg.id), self._smoke_settings(plan))
         published = nodes.published

@@ -219,3 +219,75 @@ def test_corrupt_7z_and_tgz_are_extract_errors(tmp_path: Path, name: str, data: 
     with pytest.raises(ExtractError, match=name.replace(".", r"\.")):
         extract(tmp_path / name, tmp_path / "out")
     assert_nothing_left(tmp_path, tmp_path / "out")
+
+
+# --- stream integrity: every format's own checksum is checked to the end ------------------
+
+
+def _tar_bytes(fmt: str, payload: bytes) -> bytes:
+    import bz2
+    import gzip as gzip_module
+    import lzma
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo("pkg/lib/data.bin")
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    compress = {"tar.gz": lambda d: gzip_module.compress(d, mtime=0), "tar.bz2": bz2.compress,
+                "tar.xz": lzma.compress}[fmt]
+    return compress(buffer.getvalue())
+
+
+@pytest.mark.parametrize("fmt", ["tar.gz", "tar.bz2", "tar.xz"])
+@pytest.mark.parametrize("where", ["trailer", "payload"])
+def test_a_flipped_byte_in_a_compressed_tar_is_refused(tmp_path: Path, fmt: str, where: str) -> None:
+    data = bytearray(_tar_bytes(fmt, os.urandom(50_000)))
+    data[-5 if where == "trailer" else len(data) // 2] ^= 0x10
+    archive = tmp_path / f"pkg.{fmt}"
+    archive.write_bytes(bytes(data))
+    with pytest.raises(ExtractError, match="cannot extract"):
+        extract(archive, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_flipped_byte_in_a_zip_member_is_refused(tmp_path: Path) -> None:
+    archive = tmp_path / "pkg.zip"
+    payload = os.urandom(50_000)
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zipped:
+        zipped.writestr("lib/data.bin", payload)
+    data = bytearray(archive.read_bytes())
+    data[data.index(payload[:64]) + 1000] ^= 0x10  # stored: the CRC alone can tell
+    archive.write_bytes(bytes(data))
+    with pytest.raises(ExtractError, match="CRC"):
+        extract(archive, tmp_path / "out")
+
+
+def test_a_flipped_byte_in_a_7z_is_refused(tmp_path: Path) -> None:
+    import py7zr
+
+    archive = tmp_path / "pkg.7z"
+    source = tmp_path / "data.bin"
+    source.write_bytes(os.urandom(50_000))
+    with py7zr.SevenZipFile(archive, "w", filters=[{"id": py7zr.FILTER_COPY}]) as seven:
+        seven.write(source, "lib/data.bin")
+    data = bytearray(archive.read_bytes())
+    data[1000] ^= 0x10
+    archive.write_bytes(bytes(data))
+    with pytest.raises(ExtractError):
+        extract(archive, tmp_path / "out")
+
+
+def test_no_space_left_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno as errno_module
+    from backends.steps import extract as extract_module
+
+    archive = tmp_path / "pkg.tar.gz"
+    archive.write_bytes(_tar_bytes("tar.gz", b"x" * 100))
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno_module.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(extract_module.shutil, "copyfileobj", full)
+    with pytest.raises(ExtractError, match=f"no space left on {tmp_path}"):
+        extract(archive, tmp_path / "out")

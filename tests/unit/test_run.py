@@ -267,3 +267,35 @@ def test_heavy_slots_processes_never_overlap(tmp_path: Path) -> None:
     intervals = [tuple(map(float, line.split())) for line in record.read_text().splitlines()]
     assert len(intervals) == 2
     _assert_disjoint(intervals)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_killed_run_takes_its_command_and_everything_it_started_down(tmp_path: Path) -> None:
+    """kill -9 of the process running a command (scons) leaves no child or grandchild behind."""
+    pidfile = tmp_path / "grandchild.pid"
+    script = (
+        "import sys; from pathlib import Path; sys.path.insert(0, %r)\n"
+        "from backends.run import run\n"
+        "run(['sh', '-c', 'sleep 300 & echo $! > %s; wait'], env={'PATH': '/usr/bin:/bin'}, cwd=Path(%r),"
+        " log=Path(%r), label='t')\n" % (str(SITE_SCONS), pidfile, str(tmp_path), str(tmp_path / "log"))
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while not pidfile.is_file() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    grandchild = int(pidfile.read_text())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _running(grandchild):
+        assert time.monotonic() < deadline, "the command's own child outlived the killed run"
+        time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,73 @@
+"""Content digests with an identity cache: reused only for the very same, untouched file."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from backends import digests as digests_module
+from backends.digests import DigestCache
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries count as settled at once (the real rule waits RACY_NS after a change)."""
+    monkeypatch.setattr(digests_module, "RACY_NS", -10**12)
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    hashed: list[str] = []
+    real = digests_module.sha256_file
+    monkeypatch.setattr(digests_module, "sha256_file", lambda path: hashed.append(str(path)) or real(path))
+    return hashed
+
+
+def test_a_settled_file_is_hashed_once_across_runs(tmp_path: Path, settled: None,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    hashed = _counting(monkeypatch)
+    store = tmp_path / "digests.json"
+    data = tmp_path / "big.whl"
+    data.write_bytes(b"wheel" * 1000)
+    first = DigestCache(store)
+    assert first.digest(data) == sha(b"wheel" * 1000)
+    first.save()
+    second = DigestCache(store)
+    assert second.digest(data) == sha(b"wheel" * 1000)
+    assert len(hashed) == 1
+
+
+@pytest.mark.parametrize("same_size", [True, False])
+def test_a_file_replaced_under_the_same_mtime_is_hashed_again(tmp_path: Path, settled: None, same_size: bool) -> None:
+    cache = DigestCache(tmp_path / "digests.json")
+    data = tmp_path / "origin.tgz"
+    data.write_bytes(b"A" * 4096)
+    before = data.stat()
+    assert cache.digest(data) == sha(b"A" * 4096)
+    new = b"B" * 4096 if same_size else b"B" * 5000
+    data.write_bytes(new)
+    os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))  # touch -r
+    assert data.stat().st_mtime_ns == before.st_mtime_ns
+    assert cache.digest(data) == sha(new)
+
+
+def test_a_fresh_entry_is_not_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hashed right after a change, a later same-tick write could keep every timestamp."""
+    hashed = _counting(monkeypatch)
+    cache = DigestCache(None)
+    data = tmp_path / "x"
+    data.write_bytes(b"x")
+    cache.digest(data)
+    cache.digest(data)
+    assert len(hashed) == 2
+
+
+def test_missing_and_non_files_have_no_digest(tmp_path: Path) -> None:
+    cache = DigestCache(None)
+    assert cache.digest(tmp_path / "absent") is None
+    assert cache.digest(tmp_path) is None
