@@ -119,7 +119,7 @@ def _contract(leg: Leg, libs: tuple[str, ...]) -> Contract:
 
 
 def _smoke(leg: Leg) -> Smoke:
-    return Smoke("smoke/onnxruntime", model="add.onnx")
+    return Smoke("smoke/onnxruntime", model="add.onnx", c_abi=True)
 
 
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:

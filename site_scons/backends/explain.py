@@ -17,7 +17,7 @@ def list_rows(plans: Sequence[Plan], host: Host) -> list[dict[str, str]]:
     rows = []
     for plan in plans:
         leg = plan.leg
-        run_mode = host.run_mode(leg)
+        run_mode = host.run_mode(leg, plan.smoke)
         rows.append({
             "leg": leg.id,
             "archive": plan.archive,

@@ -306,7 +306,7 @@ class Graph:
                                [nodes.archive, self._value("verify", {"contract": plan.contract})],
                                "verify", leg.id, name)
         smoke_sources = [nodes.archive, verify, self._value("smoke", {
-            "smoke": plan.smoke, "run_mode": self.host.run_mode(leg), "tools": _tool_versions("cmake", "c++")})]
+            "smoke": plan.smoke, "run_mode": self.host.run_mode(leg, plan.smoke), "tools": _tool_versions("cmake", "c++")})]
         if plan.smoke:
             project = self.root / plan.smoke.project
             shared = sorted(project.parent.glob("*.cmake"))  # smoke/common.cmake
@@ -627,11 +627,11 @@ def _do_smoke(target: Path, leg_id: str) -> None:
     nodes = REGISTRY.legs[leg_id]
     graph = _graph()
     plan, leg = nodes.plan, nodes.plan.leg
-    mode = graph.host.run_mode(leg)
+    mode = graph.host.run_mode(leg, plan.smoke)
     if plan.smoke is None:
         result = smoke_step.not_run("no consumer program for this package form" if leg.can_run
                                     else graph.host.why_not_run(leg), leg_id)
-    elif mode not in ("native", "rosetta", "simulator", "qemu"):
+    elif not mode:
         result = smoke_step.not_run(graph.host.why_not_run(leg), leg_id)
     else:
         result = smoke_step.smoke(Path(nodes.archive.abspath), plan.smoke, graph.root,

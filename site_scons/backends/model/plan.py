@@ -90,6 +90,9 @@ class Smoke:
     project: str  # smoke/<engine>
     defines: Mapping[str, str] = field(default_factory=frozen)
     model: str = ""  # a model file inside the project, passed to the program
+    # The program reaches the library only through its C ABI (ORT's C++ API is inline over
+    # it), so a MinGW build can consume an MSVC-built DLL: Windows smokes may run under wine.
+    c_abi: bool = False
 
 
 @dataclass(frozen=True)
