@@ -74,7 +74,9 @@ class Contract:
 
     required: tuple[str, ...] = ()
     forbidden: tuple[str, ...] = ()
-    symbols: tuple[tuple[str, str], ...] = ()  # (library glob, exported symbol)
+    symbols: tuple[tuple[str, str], ...] = ()  # (library glob, exported symbol), in every Mach-O slice
+    no_symbols: tuple[tuple[str, str], ...] = ()  # (library glob, a symbol it must not export)
+    install_names: tuple[tuple[str, str], ...] = ()  # (dylib glob, its install name in every slice)
     macho_archs: tuple[str, ...] = ()
     header_api: tuple[str, str] | None = None  # (header path, library glob): header API <= library's
     links: tuple[tuple[str, str], ...] = ()  # (library glob, a needed library it must link)
