@@ -48,6 +48,7 @@ import time
 import urllib.request
 import zipfile
 from pathlib import Path, PurePosixPath
+from typing import IO, Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "site_scons"))
@@ -559,30 +560,18 @@ def ort_source_include(cache: Path | str | None = None) -> Path:
     provider and EP headers, e.g. ``include/onnxruntime/core/providers/coreml/``)."""
     root = _cache(cache)
     tarball = debian_source_file(root, "onnxruntime", ORT_SOURCE_TARBALL, ORT_SOURCE_SHA256)
-    dest = root / "sources" / f"onnxruntime-{ORT_SOURCE_VERSION}"
-    if _stamp_ok(dest, tarball):
-        return dest
     top = f"onnxruntime-{ORT_SOURCE_VERSION}"
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-    try:
+
+    def fill(tree: Path) -> None:
         with tarfile.open(tarball, "r:xz") as tar:
             for member in tar:
                 path = _safe_member_path(member.name)
-                if path.parts[:2] != (top, "include") or not (member.isfile() or member.isdir()):
-                    continue
-                target = tmp.joinpath(*path.parts[1:])
-                if member.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with tar.extractfile(member) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-        if not (tmp / "include/onnxruntime/core/providers/coreml/coreml_provider_factory.h").is_file():
+                if path.parts[:2] == (top, "include") and (member.isfile() or member.isdir()):
+                    _write_member(tree.joinpath(*path.parts[1:]), member.isdir(), lambda: tar.extractfile(member))
+        if not (tree / "include/onnxruntime/core/providers/coreml/coreml_provider_factory.h").is_file():
             raise InputError(f"{tarball.name} has no {top}/include/onnxruntime/core/providers/coreml/")
-        return _finish(tmp, dest, tarball)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    return _unpacked(root / "sources" / top, tarball, fill)
 
 
 # --------------------------------------------------------------------------- unpacking into prefixes
@@ -593,12 +582,33 @@ def _stamp_ok(dest: Path, source: Path) -> bool:
     return stamp.is_file() and stamp.read_text().strip() == sha256_file(source)
 
 
-def _finish(dest_tmp: Path, dest: Path, source: Path) -> Path:
-    (dest_tmp / ".anira-e2e-source").write_text(sha256_file(source) + "\n")
-    if dest.exists():
-        shutil.rmtree(dest)
-    os.replace(dest_tmp, dest)
-    return dest
+def _unpacked(dest: Path, source: Path, fill: Callable[[Path], None]) -> Path:
+    """``dest`` as ``fill`` makes it from ``source`` (in a temporary directory renamed into
+    place, stamped with the source's sha256); kept while it came from the same bytes."""
+    dest = Path(dest)
+    if _stamp_ok(dest, source):
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    try:
+        fill(tmp)
+        (tmp / ".anira-e2e-source").write_text(sha256_file(source) + "\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+        return dest
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_member(target: Path, is_dir: bool, open_member: Callable[[], IO[bytes]]) -> None:
+    if is_dir:
+        target.mkdir(parents=True, exist_ok=True)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open_member() as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
 
 
 def wheel_prefix(wheel: Path, package: str, dest: Path, subdirs=("include", "lib", "share")) -> Path:
@@ -606,34 +616,22 @@ def wheel_prefix(wheel: Path, package: str, dest: Path, subdirs=("include", "lib
 
     Idempotent: ``dest`` carries the sha256 of the wheel it came from.
     """
-    dest = Path(dest)
-    if _stamp_ok(dest, wheel):
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-    try:
+    def fill(tree: Path) -> None:
         with zipfile.ZipFile(wheel) as zf:
             for info in zf.infolist():
                 member = _safe_member_path(info.filename)
                 if len(member.parts) < 3 or member.parts[0] != package or member.parts[1] not in subdirs:
                     continue
-                target = tmp.joinpath(*member.parts[1:])
-                if info.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+                target = tree.joinpath(*member.parts[1:])
+                _write_member(target, info.is_dir(), lambda: zf.open(info))
                 mode = (info.external_attr >> 16) & 0o777
-                if mode:
+                if mode and not info.is_dir():
                     target.chmod(mode)
-        missing = [d for d in subdirs if not (tmp / d).is_dir()]
+        missing = [d for d in subdirs if not (tree / d).is_dir()]
         if missing:
             raise InputError(f"{wheel.name} has no {package}/{{{','.join(missing)}}}")
-        return _finish(tmp, dest, wheel)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    return _unpacked(dest, wheel, fill)
 
 
 def _untar(tgz: Path, dest: Path) -> None:
@@ -659,24 +657,17 @@ def _unzip(archive: Path, dest: Path) -> None:
 
 def release_prefix(archive: Path, dest: Path) -> Path:
     """Unpack a release archive's (.tgz or .zip) single top-level directory as the prefix ``dest``."""
-    dest = Path(dest)
-    if _stamp_ok(dest, archive):
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-    try:
-        (_unzip if archive.name.endswith(".zip") else _untar)(archive, tmp)
-        tops = sorted(p.name for p in tmp.iterdir())
-        if len(tops) != 1:
-            raise InputError(f"{archive.name}: expected one top-level directory, got {tops}")
-        final_tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-        final_tmp.rmdir()
-        os.replace(tmp / tops[0], final_tmp)
-        shutil.rmtree(tmp)
-        return _finish(final_tmp, dest, archive)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    def fill(tree: Path) -> None:
+        unpacked = tree / ".unpacked"
+        (_unzip if archive.name.endswith(".zip") else _untar)(archive, unpacked)
+        tops = sorted(unpacked.iterdir())
+        if len(tops) != 1 or not tops[0].is_dir():
+            raise InputError(f"{archive.name}: expected one top-level directory, got {[p.name for p in tops]}")
+        for entry in tops[0].iterdir():
+            os.replace(entry, tree / entry.name)
+        shutil.rmtree(unpacked)
+
+    return _unpacked(dest, archive, fill)
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use: python3 tests/e2e/inputs.py [what]
