@@ -306,7 +306,8 @@ class Graph:
                                [nodes.archive, self._value("verify", {"contract": plan.contract})],
                                "verify", leg.id, name)
         smoke_sources = [nodes.archive, verify, self._value("smoke", {
-            "smoke": plan.smoke, "run_mode": self.host.run_mode(leg, plan.smoke), "tools": _tool_versions("cmake", "c++")})]
+            "smoke": plan.smoke, "run_mode": self.host.run_mode(leg, plan.smoke),
+            "tools": _tool_versions("cmake", "c++")})]
         if plan.smoke:
             project = self.root / plan.smoke.project
             shared = sorted(project.parent.glob("*.cmake"))  # smoke/common.cmake

@@ -34,8 +34,8 @@ TOOLCHAIN_FILES = {
 
 def emulator_env(mode: str, environ: Mapping[str, str], leg_dir: Path) -> dict[str, str]:
     """What the emulator reads from the environment. Wine keeps its Windows tree in a
-    prefix made on first use (~10 s): `$WINEPREFIX`, else one kept next to the leg's
-    smoke directory; no debug chatter, no Mono/Gecko installers."""
+    prefix made on first use (~10 s): `$WINEPREFIX`, else `wineprefix/` in the leg's
+    build directory, kept across runs; no debug chatter, no Mono/Gecko installers."""
     if mode != "wine":
         return {}
     return {"WINEPREFIX": environ.get("WINEPREFIX") or str(leg_dir / "wineprefix"),

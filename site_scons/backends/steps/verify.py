@@ -155,8 +155,8 @@ def _check_binaries(view: ArchiveView, contract: Contract, tmp: Path) -> list[st
             continue
         for arch, found in macho_install_names(_member_file(view, name, tmp)).items():
             if found != install_name:
-                problems.append(f"{name} ({arch}) has the install name {found or 'none'}, expected {install_name}: "
-                                "consumers would look for the library there")
+                problems.append(f"{name} ({arch}) has the install name {found or 'none'}, "
+                                f"expected {install_name}: consumers would look for the library there")
     for lib_pattern, needed in contract.links + contract.no_links:
         name = _first(view, lib_pattern)
         if name is None:
