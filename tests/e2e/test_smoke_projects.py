@@ -8,8 +8,10 @@ Each project is driven exactly like the build system's generic smoke step:
     ctest --test-dir <tmp>/build --output-on-failure
 
 against prefixes assembled by ``inputs.py`` from registry artifacts (ONNX Runtime: the
-release tarball's tree; LibTorch: the CPU wheel's torch/{include,lib,share}; ExecuTorch:
-the wheel's executorch/{include,lib,share}). Negative tests prove the variant guards
+release tarball's tree, and the Windows zip's, cross-compiled with MinGW-w64 through
+smoke/mingw-w64-x86_64.toolchain.cmake and run under wine; LibTorch: the CPU wheel's
+torch/{include,lib,share}; ExecuTorch: the wheel's executorch/{include,lib,share}).
+Negative tests prove the variant guards
 fire (false-green protection). Tests without the ``e2e`` marker are fast and need no
 downloads: the smoke models' generators reproduce the committed files byte for byte,
 and the projects that cannot run here (tflite, litert) fail cleanly without a package.
