@@ -8,7 +8,9 @@ build tree holding the dylib where ORT's build leaves it and a source tree holdi
 ORT 1.21.0's include/ (Debian's orig tarball; the headers are older than the library,
 never newer), then its install-name fixup (LLVM's install-name-tool standing in for
 Xcode's, same command line) and the project's archiver. It differs from a real slice in
-being a Python-package build of ORT (more kernels, the same C API) and unsigned.
+coming from upstream's Python packaging build rather than a `build.py --build_shared_lib`
+run here (same C API and CoreML EP; 1.23.2, not the 1.26.0 pin), in carrying older
+headers, and in being unsigned.
 
 The universal legs then run unchanged with `inputs=dist`: lipo, archive, verify, smoke
 (recorded not run: it needs macOS), publish. The CoreML slices make a verified universal
