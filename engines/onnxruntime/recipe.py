@@ -32,6 +32,8 @@ EP_SYMBOLS = {
     "coreml": "OrtSessionOptionsAppendExecutionProvider_CoreML",
     "dml": "OrtSessionOptionsAppendExecutionProvider_DML",
 }
+# The shared macOS library's id: relocatable, found through the consumer's rpath.
+MACOS_INSTALL_NAME = "@rpath/libonnxruntime.dylib"
 
 
 def _shipped_eps(leg: Leg) -> list[str]:
@@ -101,10 +103,14 @@ def _contract(leg: Leg, libs: tuple[str, ...]) -> Contract:
     required += [f"include/{EP_HEADER_FILES[acc]}" for acc in shipped_eps]
     forbidden = _foreign_ep_headers(shipped_eps)
     symbols: list[tuple[str, str]] = []
+    no_symbols: list[tuple[str, str]] = []
     main_lib = libs[0] if libs else ""
     if leg.os not in ("android", "wasm"):
         symbols.append((main_lib, "OrtGetApiBase"))
         symbols += [(main_lib, EP_SYMBOLS[acc]) for acc in shipped_eps]
+        # A package without an EP's header must not carry the EP either (PyPI's macOS
+        # libraries, for one, have CoreML compiled in).
+        no_symbols += [(main_lib, symbol) for acc, symbol in EP_SYMBOLS.items() if acc not in shipped_eps]
     if leg.flavor == "cuda":
         forbidden += ["**/*tensorrt*"]
     if leg.accelerator == ("dml",):
@@ -113,13 +119,15 @@ def _contract(leg: Leg, libs: tuple[str, ...]) -> Contract:
         required=tuple(required),
         forbidden=tuple(forbidden),
         symbols=tuple(symbols),
+        no_symbols=tuple(no_symbols),
+        install_names=((main_lib, MACOS_INSTALL_NAME),) if leg.os == "macos" and leg.kind == "shared" else (),
         macho_archs=(leg.arch,) if leg.os == "macos" else (),
         header_api=("include/onnxruntime_c_api.h", main_lib) if main_lib else None,
     )
 
 
 def _smoke(leg: Leg) -> Smoke:
-    return Smoke("smoke/onnxruntime", model="add.onnx")
+    return Smoke("smoke/onnxruntime", model="add.onnx", c_abi=True)
 
 
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
@@ -138,7 +146,7 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         libs: tuple[str, ...] = ("lib/libonnxruntime.a",)
     elif leg.kind == "shared" and leg.os == "macos":
         collect.append(CopyRule(f"{{build}}/{config}/libonnxruntime.*.*.*.dylib", "lib", rename="libonnxruntime.dylib"))
-        fixups.append(Command("install-name", ("install_name_tool", "-id", "@rpath/libonnxruntime.dylib",
+        fixups.append(Command("install-name", ("install_name_tool", "-id", MACOS_INSTALL_NAME,
                                                "{stage}/lib/libonnxruntime.dylib"), cwd="{stage}"))
         libs = ("lib/libonnxruntime.dylib",)
     elif leg.kind == "shared" and leg.os == "windows":

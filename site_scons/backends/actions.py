@@ -469,11 +469,11 @@ def smoke(leg_id: str) -> StepResult:
     nodes = run.legs[leg_id]
     plan, leg = nodes.plan, nodes.plan.leg
     assert nodes.archive is not None
-    mode = run.host.run_mode(leg)
+    mode = run.host.run_mode(leg, plan.smoke)
     if plan.smoke is None:
         result = smoke_step.not_run("no consumer program for this package form" if leg.can_run
                                     else run.host.why_not_run(leg), leg_id)
-    elif mode not in ("native", "rosetta", "simulator", "qemu"):
+    elif not mode:
         result = smoke_step.not_run(run.host.why_not_run(leg), leg_id)
     else:
         result = smoke_step.smoke(nodes.archive, plan.smoke, run.root, nodes.dirs.logs.parent / "smoke",

@@ -21,7 +21,7 @@ def list_rows(plans: Sequence[Plan], host: Host) -> list[dict[str, str]]:
     rows = []
     for plan in plans:
         leg = plan.leg
-        run_mode = host.run_mode(leg)
+        run_mode = host.run_mode(leg, plan.smoke)
         rows.append({
             "leg": leg.id,
             "archive": plan.archive,
@@ -162,6 +162,10 @@ def render_plan(plan: Plan) -> str:
         "requires " + ", ".join(contract.required) if contract.required else "",
         "forbids " + ", ".join(contract.forbidden) if contract.forbidden else "",
         "exports " + ", ".join(f"{sym} from {lib}" for lib, sym in contract.symbols) if contract.symbols else "",
+        "does not export " + ", ".join(f"{sym} from {lib}" for lib, sym in contract.no_symbols)
+        if contract.no_symbols else "",
+        "install name " + ", ".join(f"{name} of {lib}" for lib, name in contract.install_names)
+        if contract.install_names else "",
         "Mach-O " + "+".join(contract.macho_archs) if contract.macho_archs else "",
         "links " + ", ".join(f"{need} from {lib}" for lib, need in contract.links) if contract.links else "",
         "does not link " + ", ".join(f"{need} from {lib}" for lib, need in contract.no_links)

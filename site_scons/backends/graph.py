@@ -42,7 +42,8 @@ from .toolchain import identity
 STEP_VERSION = 2
 # SCons' index of the decider that asks the environment (`env.Decider`) about a source.
 DECIDE_SOURCE = 4
-SMOKE_TOOLS = {"qemu": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64")}
+SMOKE_TOOLS = {"qemu": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64"),
+               "wine": ("x86_64-w64-mingw32-gcc", "x86_64-w64-mingw32-g++", "wine64", "wine")}
 
 
 def canonical(obj: object) -> str:
@@ -306,7 +307,7 @@ class Graph:
     def _smoke_settings(self, plan: Plan) -> dict[str, object]:
         """The consumer build's settings: the project, how it runs here, and the environment
         and compilers CMake will find (its PATH's, as the runner passes them on)."""
-        mode = self.host.run_mode(plan.leg)
+        mode = self.host.run_mode(plan.leg, plan.smoke)
         environ = self.run.environ
         tools = ("cmake", "ninja", "ctest", "cc", "c++", *SMOKE_TOOLS.get(mode, ()))
         return {"smoke": plan.smoke, "run_mode": mode, "environment": passed_environment(environ),

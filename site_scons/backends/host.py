@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .model.leg import Leg
+from .model.plan import Smoke
 from .model.vocab import ARM64_TOKEN
 
 _SYSTEMS = {"Darwin": "macos", "Linux": "linux", "Windows": "windows"}
@@ -23,15 +24,17 @@ class Host:
         return f"{self.os}-{self.arch}"
 
     def can_build(self, leg: Leg) -> bool:
-        """The leg's runner OS, and its runner arch or (native or cross) target arch; a
-        repackaging leg compiles nothing, so any arch of its runner's OS will do."""
+        """The leg's runner OS, and its runner arch or (native or cross) target arch. A
+        repackaging leg compiles nothing and an aggregate only merges archives (with
+        LLVM's lipo off macOS), so any host builds those."""
+        if leg.source in ("prebuilt", "aggregate"):
+            return True
         runner_os, runner_arch = leg.runner_host
-        if leg.source == "prebuilt":
-            return self.os == runner_os
         return self.os == runner_os and self.arch in {runner_arch, leg.arch}
 
-    def run_mode(self, leg: Leg) -> str:
-        """How this host runs the leg's smoke: native, emulated (name), or '' if it cannot."""
+    def run_mode(self, leg: Leg, smoke: Smoke | None = None) -> str:
+        """How this host runs the leg's smoke: native, emulated (name), or '' if it cannot.
+        `smoke` is the leg's consumer program; wine needs one that MinGW can build."""
         if not leg.can_run or (leg.flavor == "cuda" and not has_nvidia_gpu()):
             return ""
         if leg.os == self.os and leg.arch in (self.arch, "universal"):
@@ -43,15 +46,25 @@ class Host:
         if (leg.os == "linux" == self.os and leg.arch == "aarch64" and shutil.which("qemu-aarch64")
                 and shutil.which("aarch64-linux-gnu-g++")):
             return "qemu"
+        if self._runs_under_wine(leg, smoke):
+            return "wine"
         return ""
 
+    def _runs_under_wine(self, leg: Leg, smoke: Smoke | None) -> bool:
+        """A MinGW-built consumer of an MSVC-built DLL through its C ABI, run by wine: CPU
+        shared packages only (static MSVC libraries do not link with MinGW, and wine
+        has no GPU stack)."""
+        return (self.platform == "linux-x86_64" and leg.platform == "windows-x86_64"
+                and leg.kind == "shared" and leg.flavor == "cpu" and smoke is not None and smoke.c_abi
+                and bool(shutil.which("x86_64-w64-mingw32-g++")) and bool(shutil.which("wine")))
 
     def why_not_run(self, leg: Leg) -> str:
         if not leg.can_run:
             return "the leg cannot run on any CI host (can_run=0)"
         if leg.flavor == "cuda" and not has_nvidia_gpu():
             return "needs an NVIDIA GPU with the CUDA 13 runtime; this host has none"
-        hint = " (or qemu-user and g++-aarch64-linux-gnu)" if leg.platform == "linux-aarch64" else ""
+        hint = {"linux-aarch64": " (or qemu-user and g++-aarch64-linux-gnu)",
+                "windows-x86_64": " (or, for a C-API CPU shared package, mingw-w64 and wine)"}.get(leg.platform, "")
         return f"{leg.platform} binaries need a {leg.runner} host{hint}; this is {self.platform}"
 
 

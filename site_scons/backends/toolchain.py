@@ -25,6 +25,7 @@ _NATIVE_EQUIVALENTS: dict[str, dict[str, tuple[str, ...]]] = {
     # Xcode's nm and otool are LLVM's, with the same options.
     "llvm-nm": {"darwin": ("nm",)},
     "llvm-otool": {"darwin": ("otool",)},
+    "llvm-objdump": {"darwin": ("objdump",)},
 }
 
 

@@ -7,6 +7,17 @@
 // SMOKE_FLAVOR / SMOKE_ACCELERATOR come from the CMake project and turn the variant
 // contract into assertions: a -gpu package must ship the EP header it is named for, a
 // CPU package must ship none (headers advertise EPs to anira).
+// MinGW (the wine smoke): ORT's headers spell MSVC's `_stdcall`, which MinGW defines only
+// outside strict ISO mode, and use SAL's `_Return_type_success_` without their own
+// non-MSVC fallback.
+#if defined(__MINGW32__)
+#ifndef _stdcall
+#define _stdcall __stdcall
+#endif
+#ifndef _Return_type_success_
+#define _Return_type_success_(expr)
+#endif
+#endif
 #include <onnxruntime_cxx_api.h>
 
 #include <algorithm>

@@ -11,8 +11,16 @@ registries carry (see spec/offline-sources.md):
                                  trixie ``libonnxruntime-dev`` (API 21 <= 26)
 * ``ort_linux_x64_cuda_release`` the ``gpu_cuda13`` asset's layout from ``onnxruntime-gpu``
                                  (slow, ~277 MB download; only built when called)
+* ``ort_linux_aarch64_release``  ``onnxruntime-linux-aarch64-1.26.0.tgz``, the same from the
+                                 aarch64 wheel
+* ``ort_win_x64_release``        ``onnxruntime-win-x64-1.26.0.zip``: the ``win_amd64`` wheel's DLLs,
+                                 import libraries made from their export tables, Debian's headers
+* ``ort_macos_wheel``            the ``onnxruntime`` 1.23.2 wheel for macOS x86_64 or arm64
+                                 (CoreML compiled in; the newest with both architectures)
+* ``ort_source_include``         ``include/`` of ONNX Runtime's source tree (Debian trixie's
+                                 1.21.0 orig tarball): the headers source legs stage, EP ones too
 * ``executorch_wheel`` / ``executorch_wheel_aarch64``  the ExecuTorch wheels
-* ``wheel_prefix`` / ``tgz_prefix``  unpack one of the above into a consumer prefix
+* ``wheel_prefix`` / ``release_prefix``  unpack one of the above into a consumer prefix
 
 Every function is idempotent: it returns the cached file when the file is there and its
 recorded sha256 still matches, and otherwise rebuilds it (written to a temporary name and
@@ -36,10 +44,16 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
+import urllib.request
 import zipfile
 from pathlib import Path, PurePosixPath
+from typing import IO, Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "site_scons"))
+
+from backends.fixups import import_lib  # noqa: E402  (the project's own .def -> .lib step)
 
 ORT_VERSION = "1.26.0"
 TORCH_CPU_VERSION = "2.13.0+cpu"
@@ -52,9 +66,20 @@ EXECUTORCH_WHEEL_VERSION = "1.5.1"
 ORT_HEADERS_SUITE = "trixie"
 ORT_MAX_API_VERSION = 26
 
+# The newest ONNX Runtime with PyPI wheels for both macOS architectures (x86_64 ended there).
+ORT_MACOS_VERSION = "1.23.2"
+# ONNX Runtime's source tree as Debian trixie ships it (only include/ is used): the one
+# registry copy of the EP headers (coreml_provider_factory.h) no newer than the libraries.
+# Debian's pool keeps a released orig tarball byte for byte; its sha256 is pinned here.
+ORT_SOURCE_VERSION = "1.21.0"
+ORT_SOURCE_TARBALL = "onnxruntime_1.21.0+dfsg.orig.tar.xz"
+ORT_SOURCE_SHA256 = "32df1f82bd6b07b18372c0f387133214905cbde7a586b3ad83f0ed0075f80273"
+
 PYTHON_TAG = "3.11"
 LINUX_X64_PLATFORM = "manylinux_2_28_x86_64"
 LINUX_AARCH64_PLATFORM = "manylinux_2_28_aarch64"
+WINDOWS_X64_PLATFORM = "win_amd64"
+MACOS_PLATFORMS = {"x86_64": "macosx_13_0_x86_64", "arm64": "macosx_13_0_arm64"}
 
 # Fixed timestamp for deterministic archives (2020-01-01T00:00:00Z).
 _EPOCH = 1577836800
@@ -271,22 +296,55 @@ def _ort_api_version(header: Path) -> int:
     return int(m.group(1))
 
 
-# --------------------------------------------------------------------------- deterministic tar
+def debian_source_file(cache: Path | str | None, source: str, filename: str, sha256: str) -> Path:
+    """One file of a Debian source package, straight from the mirror's pool, checked
+    against ``sha256`` (``apt-get source`` would also want the .dsc, which the mirror
+    does not always serve)."""
+    sources = _cache(cache) / "sources"
+    sources.mkdir(parents=True, exist_ok=True)
+    final = sources / filename
+    if _cached(final):
+        return final
+    url = f"{debian_mirror()}/pool/main/{source[0]}/{source}/{filename}"
+    part = sources / (filename + ".part")
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as out:
+            shutil.copyfileobj(response, out, 1 << 20)
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        raise InputError(f"download {url} failed: {exc}") from exc
+    got = sha256_file(part)
+    if got != sha256:
+        part.unlink()
+        raise InputError(f"{url}: sha256 {got}, expected {sha256}")
+    os.replace(part, final)
+    _write_record(final, url=url)
+    return final
 
 
-def _deterministic_tgz(src_root: Path, top: str, out: Path) -> None:
-    """tar.gz of ``src_root/top``: sorted, fixed mtime, root owner, normalised modes."""
+# --------------------------------------------------------------------------- deterministic archives
+
+
+def _sorted_entries(src_root: Path, top: str) -> list[Path]:
     entries = [src_root / top]
     for dirpath, dirnames, filenames in os.walk(src_root / top):
         dirnames.sort()
         for name in sorted(dirnames + filenames):
             entries.append(Path(dirpath) / name)
-    entries.sort(key=lambda p: p.relative_to(src_root).as_posix())
+    return sorted(entries, key=lambda p: p.relative_to(src_root).as_posix())
+
+
+def _file_mode(path: Path) -> int:
+    return 0o755 if os.access(path, os.X_OK) else 0o644
+
+
+def _deterministic_tgz(src_root: Path, top: str, out: Path) -> None:
+    """tar.gz of ``src_root/top``: sorted, fixed mtime, root owner, normalised modes."""
     tmp = out.with_name(out.name + ".part")
     with open(tmp, "wb") as raw:
         with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz:
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-                for path in entries:
+                for path in _sorted_entries(src_root, top):
                     info = tar.gettarinfo(str(path), arcname=path.relative_to(src_root).as_posix())
                     info.mtime = _EPOCH
                     info.uid = info.gid = 0
@@ -298,13 +356,89 @@ def _deterministic_tgz(src_root: Path, top: str, out: Path) -> None:
                         info.mode = 0o755
                         tar.addfile(info)
                     else:
-                        info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
+                        info.mode = _file_mode(path)
                         with open(path, "rb") as fh:
                             tar.addfile(info, fh)
     os.replace(tmp, out)
 
 
-# --------------------------------------------------------------------------- ORT release tarballs
+def _deterministic_zip(src_root: Path, top: str, out: Path) -> None:
+    """zip of ``src_root/top`` (no symlinks expected): sorted, fixed timestamps and modes."""
+    tmp = out.with_name(out.name + ".part")
+    stamp = time.gmtime(_EPOCH)[:6]
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
+        for path in _sorted_entries(src_root, top):
+            name = path.relative_to(src_root).as_posix()
+            if path.is_dir():
+                info = zipfile.ZipInfo(name + "/", stamp)
+                info.external_attr = (0o040755 << 16) | 0x10
+                archive.writestr(info, b"")
+            else:
+                info = zipfile.ZipInfo(name, stamp)
+                info.external_attr = (0o100000 | _file_mode(path)) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                with open(path, "rb") as src, archive.open(info, "w") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+    os.replace(tmp, out)
+
+
+# --------------------------------------------------------------------------- ORT release archives
+
+
+def _wheel_glob(pip_name: str, version: str, platform: str) -> str:
+    """The file name pattern of one wheel: ``onnxruntime-1.26.0-*win_amd64.whl``."""
+    match = re.fullmatch(r"(manylinux|macosx|win)_(?:\d+_\d+_)?(.+)", platform)
+    if not match:
+        raise InputError(f"unknown wheel platform tag {platform!r}")
+    family, arch = match.groups()
+    return f"{pip_name.replace('-', '_')}-{version}-*{family}*{arch}.whl"
+
+
+def _ort_wheel(root: Path, platform: str, pip_name: str = "onnxruntime", version: str = ORT_VERSION) -> Path:
+    return _pip_download(f"{pip_name}=={version}", root / "wheels", _wheel_glob(pip_name, version, platform), platform)
+
+
+def _wheel_files(wheel: Path, directory: str, names: set[str], dest: Path) -> list[Path]:
+    """Copy ``directory/<name>`` for each of ``names`` out of a wheel into ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    wanted = set(names)
+    copied = []
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            member = _safe_member_path(info.filename)
+            if member.parent == PurePosixPath(directory) and member.name in wanted:
+                target = dest / member.name
+                with zf.open(info) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+                target.chmod(0o755)
+                wanted.discard(member.name)
+                copied.append(target)
+    if wanted:
+        raise InputError(f"{wheel.name} lacks {directory}/{', '.join(sorted(wanted))}")
+    return sorted(copied)
+
+
+def _ort_release_tree(root: Path, work: Path, asset: str) -> tuple[Path, dict[str, str], int]:
+    """``work/stage/<asset>/`` with Debian's released headers as ``include/``, an empty
+    ``lib/`` and ``VERSION_NUMBER``; returns it, the .deb's sha256 by name and the
+    headers' ORT_API_VERSION."""
+    deb = debian_package(root, "libonnxruntime-dev", ORT_HEADERS_SUITE)
+    debx = work / "deb"
+    _deb_extract(deb, debx)
+    headers = debx / "usr" / "include" / "onnxruntime"
+    if not (headers / "onnxruntime_cxx_api.h").is_file():
+        raise InputError(f"{deb.name} has no usr/include/onnxruntime/onnxruntime_cxx_api.h")
+    api = _ort_api_version(headers / "onnxruntime_c_api.h")
+    if api > ORT_MAX_API_VERSION:
+        raise InputError(
+            f"{deb.name} headers are ORT_API_VERSION {api}, newer than the "
+            f"{ORT_VERSION} library ({ORT_MAX_API_VERSION}); they would fail at OrtGetApiBase"
+        )
+    tree = work / "stage" / asset
+    (tree / "lib").mkdir(parents=True)
+    shutil.copytree(headers, tree / "include")
+    (tree / "VERSION_NUMBER").write_text(ORT_VERSION + "\n")
+    return tree, {deb.name: sha256_file(deb)}, api
 
 
 def _ort_release(
@@ -312,6 +446,7 @@ def _ort_release(
     *,
     pip_name: str,
     asset: str,
+    platform: str,
     extra_libs: tuple[str, ...],
 ) -> Path:
     root = _cache(cache)
@@ -320,58 +455,17 @@ def _ort_release(
     out = out_dir / f"{asset}.tgz"
     if _cached(out):
         return out
-
-    wheel = _pip_download(
-        f"{pip_name}=={ORT_VERSION}",
-        root / "wheels",
-        f"{pip_name.replace('-', '_')}-{ORT_VERSION}-*x86_64.whl",
-        LINUX_X64_PLATFORM,
-    )
-    deb = debian_package(root, "libonnxruntime-dev", ORT_HEADERS_SUITE)
-
+    wheel = _ort_wheel(root, platform, pip_name)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         work = Path(tmp)
-        debx = work / "deb"
-        _deb_extract(deb, debx)
-        headers = debx / "usr" / "include" / "onnxruntime"
-        if not (headers / "onnxruntime_cxx_api.h").is_file():
-            raise InputError(f"{deb.name} has no usr/include/onnxruntime/onnxruntime_cxx_api.h")
-        api = _ort_api_version(headers / "onnxruntime_c_api.h")
-        if api > ORT_MAX_API_VERSION:
-            raise InputError(
-                f"{deb.name} headers are ORT_API_VERSION {api}, newer than the "
-                f"{ORT_VERSION} library ({ORT_MAX_API_VERSION}); they would fail at OrtGetApiBase"
-            )
-
-        tree = work / "stage" / asset
-        (tree / "lib").mkdir(parents=True)
-        shutil.copytree(headers, tree / "include")
-
-        wanted = {f"libonnxruntime.so.{ORT_VERSION}", "libonnxruntime_providers_shared.so", *extra_libs}
-        with zipfile.ZipFile(wheel) as zf:
-            for info in zf.infolist():
-                member = _safe_member_path(info.filename)
-                if member.parent == PurePosixPath("onnxruntime/capi") and member.name in wanted:
-                    target = tree / "lib" / member.name
-                    with zf.open(info) as src, open(target, "wb") as dst:
-                        shutil.copyfileobj(src, dst, 1 << 20)
-                    target.chmod(0o755)
-                    wanted.discard(member.name)
-        if wanted:
-            raise InputError(f"{wheel.name} lacks onnxruntime/capi/{', '.join(sorted(wanted))}")
-
+        tree, sources, api = _ort_release_tree(root, work, asset)
         lib = tree / "lib"
+        _wheel_files(wheel, "onnxruntime/capi",
+                     {f"libonnxruntime.so.{ORT_VERSION}", "libonnxruntime_providers_shared.so", *extra_libs}, lib)
         os.symlink(f"libonnxruntime.so.{ORT_VERSION}", lib / "libonnxruntime.so.1")
         os.symlink("libonnxruntime.so.1", lib / "libonnxruntime.so")
-        (tree / "VERSION_NUMBER").write_text(ORT_VERSION + "\n")
-
         _deterministic_tgz(work / "stage", asset, out)
-
-    _write_record(
-        out,
-        sources={wheel.name: sha256_file(wheel), deb.name: sha256_file(deb)},
-        ort_api_version_of_headers=api,
-    )
+    _write_record(out, sources={wheel.name: sha256_file(wheel), **sources}, ort_api_version_of_headers=api)
     return out
 
 
@@ -384,9 +478,15 @@ def ort_linux_x64_release(cache: Path | str | None = None) -> Path:
     PyPI ``onnxruntime==1.26.0`` and the headers from Debian trixie's
     ``libonnxruntime-dev`` (1.21, ORT_API_VERSION 21, safe against the 1.26 library).
     """
-    return _ort_release(
-        cache, pip_name="onnxruntime", asset=f"onnxruntime-linux-x64-{ORT_VERSION}", extra_libs=()
-    )
+    return _ort_release(cache, pip_name="onnxruntime", asset=f"onnxruntime-linux-x64-{ORT_VERSION}",
+                        platform=LINUX_X64_PLATFORM, extra_libs=())
+
+
+def ort_linux_aarch64_release(cache: Path | str | None = None) -> Path:
+    """``onnxruntime-linux-aarch64-1.26.0.tgz``: the layout of ``ort_linux_x64_release``
+    from PyPI's ``manylinux_2_28_aarch64`` wheel (the same headers)."""
+    return _ort_release(cache, pip_name="onnxruntime", asset=f"onnxruntime-linux-aarch64-{ORT_VERSION}",
+                        platform=LINUX_AARCH64_PLATFORM, extra_libs=())
 
 
 def ort_linux_x64_cuda_release(cache: Path | str | None = None) -> Path:
@@ -403,8 +503,75 @@ def ort_linux_x64_cuda_release(cache: Path | str | None = None) -> Path:
         cache,
         pip_name="onnxruntime-gpu",
         asset=f"onnxruntime-linux-x64-gpu_cuda13-{ORT_VERSION}",
+        platform=LINUX_X64_PLATFORM,
         extra_libs=("libonnxruntime_providers_cuda.so", "libonnxruntime_providers_tensorrt.so"),
     )
+
+
+def ort_win_x64_release(cache: Path | str | None = None) -> Path:
+    """``onnxruntime-win-x64-1.26.0.zip`` in upstream's release layout.
+
+    ``onnxruntime-win-x64-1.26.0/{include/*.h, lib/onnxruntime.dll, lib/onnxruntime.lib,
+    lib/onnxruntime_providers_shared.dll, lib/onnxruntime_providers_shared.lib,
+    VERSION_NUMBER}``. The DLLs are PyPI's ``win_amd64`` wheel's (upstream's release build);
+    the wheel has no import libraries, so they are made from the DLLs' export tables with
+    llvm-dlltool (the project's ``import-lib`` fixup: the same exports as upstream's
+    MSVC-linked ones, a different tool's bytes). Headers as for Linux. Upstream's zip also
+    carries ``.pdb`` files and license texts, which the recipe does not take.
+    """
+    root = _cache(cache)
+    asset = f"onnxruntime-win-x64-{ORT_VERSION}"
+    out = root / "releases" / f"{asset}.zip"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if _cached(out):
+        return out
+    wheel = _ort_wheel(root, WINDOWS_X64_PLATFORM)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        work = Path(tmp)
+        tree, sources, api = _ort_release_tree(root, work, asset)
+        for dll in _wheel_files(wheel, "onnxruntime/capi", {"onnxruntime.dll", "onnxruntime_providers_shared.dll"},
+                                tree / "lib"):
+            dll.chmod(0o644)
+            import_lib(dll, "x64", dll.with_suffix(".lib"))
+        _deterministic_zip(work / "stage", asset, out)
+    _write_record(out, sources={wheel.name: sha256_file(wheel), **sources}, ort_api_version_of_headers=api)
+    return out
+
+
+# --------------------------------------------------------------------------- ORT for macOS
+
+
+def ort_macos_wheel(arch: str, cache: Path | str | None = None, version: str = ORT_MACOS_VERSION) -> Path:
+    """PyPI's ``onnxruntime`` wheel for macOS ``arch`` (x86_64 or arm64): one
+    ``onnxruntime/capi/libonnxruntime.<version>.dylib``, CoreML compiled in."""
+    return _ort_wheel(_cache(cache), MACOS_PLATFORMS[arch], version=version)
+
+
+def ort_macos_dylib(arch: str, dest: Path, cache: Path | str | None = None,
+                    version: str = ORT_MACOS_VERSION) -> Path:
+    """``dest/libonnxruntime.<version>.dylib`` from ``ort_macos_wheel``: where ORT's build
+    leaves it (``<build>/Release/``) for the stage rules to find."""
+    wheel = ort_macos_wheel(arch, cache, version)
+    return _wheel_files(wheel, "onnxruntime/capi", {f"libonnxruntime.{version}.dylib"}, dest)[0]
+
+
+def ort_source_include(cache: Path | str | None = None) -> Path:
+    """A source tree root holding only ``include/`` of ONNX Runtime 1.21.0 (its session,
+    provider and EP headers, e.g. ``include/onnxruntime/core/providers/coreml/``)."""
+    root = _cache(cache)
+    tarball = debian_source_file(root, "onnxruntime", ORT_SOURCE_TARBALL, ORT_SOURCE_SHA256)
+    top = f"onnxruntime-{ORT_SOURCE_VERSION}"
+
+    def fill(tree: Path) -> None:
+        with tarfile.open(tarball, "r:xz") as tar:
+            for member in tar:
+                path = _safe_member_path(member.name)
+                if path.parts[:2] == (top, "include") and (member.isfile() or member.isdir()):
+                    _write_member(tree.joinpath(*path.parts[1:]), member.isdir(), lambda: tar.extractfile(member))
+        if not (tree / "include/onnxruntime/core/providers/coreml/coreml_provider_factory.h").is_file():
+            raise InputError(f"{tarball.name} has no {top}/include/onnxruntime/core/providers/coreml/")
+
+    return _unpacked(root / "sources" / top, tarball, fill)
 
 
 # --------------------------------------------------------------------------- unpacking into prefixes
@@ -415,12 +582,33 @@ def _stamp_ok(dest: Path, source: Path) -> bool:
     return stamp.is_file() and stamp.read_text().strip() == sha256_file(source)
 
 
-def _finish(dest_tmp: Path, dest: Path, source: Path) -> Path:
-    (dest_tmp / ".anira-e2e-source").write_text(sha256_file(source) + "\n")
-    if dest.exists():
-        shutil.rmtree(dest)
-    os.replace(dest_tmp, dest)
-    return dest
+def _unpacked(dest: Path, source: Path, fill: Callable[[Path], None]) -> Path:
+    """``dest`` as ``fill`` makes it from ``source`` (in a temporary directory renamed into
+    place, stamped with the source's sha256); kept while it came from the same bytes."""
+    dest = Path(dest)
+    if _stamp_ok(dest, source):
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    try:
+        fill(tmp)
+        (tmp / ".anira-e2e-source").write_text(sha256_file(source) + "\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+        return dest
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_member(target: Path, is_dir: bool, open_member: Callable[[], IO[bytes]]) -> None:
+    if is_dir:
+        target.mkdir(parents=True, exist_ok=True)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open_member() as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
 
 
 def wheel_prefix(wheel: Path, package: str, dest: Path, subdirs=("include", "lib", "share")) -> Path:
@@ -428,70 +616,67 @@ def wheel_prefix(wheel: Path, package: str, dest: Path, subdirs=("include", "lib
 
     Idempotent: ``dest`` carries the sha256 of the wheel it came from.
     """
-    dest = Path(dest)
-    if _stamp_ok(dest, wheel):
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-    try:
+    def fill(tree: Path) -> None:
         with zipfile.ZipFile(wheel) as zf:
             for info in zf.infolist():
                 member = _safe_member_path(info.filename)
                 if len(member.parts) < 3 or member.parts[0] != package or member.parts[1] not in subdirs:
                     continue
-                target = tmp.joinpath(*member.parts[1:])
-                if info.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+                target = tree.joinpath(*member.parts[1:])
+                _write_member(target, info.is_dir(), lambda: zf.open(info))
                 mode = (info.external_attr >> 16) & 0o777
-                if mode:
+                if mode and not info.is_dir():
                     target.chmod(mode)
-        missing = [d for d in subdirs if not (tmp / d).is_dir()]
+        missing = [d for d in subdirs if not (tree / d).is_dir()]
         if missing:
             raise InputError(f"{wheel.name} has no {package}/{{{','.join(missing)}}}")
-        return _finish(tmp, dest, wheel)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    return _unpacked(dest, wheel, fill)
 
 
-def tgz_prefix(tgz: Path, dest: Path) -> Path:
-    """Unpack a release tarball's single top-level directory as the prefix ``dest``."""
-    dest = Path(dest)
-    if _stamp_ok(dest, tgz):
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-    try:
-        with tarfile.open(tgz) as tar:
-            members = tar.getmembers()
-            tops = {_safe_member_path(m.name).parts[0] for m in members}
-            if len(tops) != 1:
-                raise InputError(f"{tgz.name}: expected one top-level directory, got {sorted(tops)}")
-            for m in members:
-                if m.issym() and (m.linkname.startswith("/") or ".." in PurePosixPath(m.linkname).parts):
-                    raise InputError(f"{tgz.name}: link escapes the tree: {m.name} -> {m.linkname}")
-                if not (m.isfile() or m.isdir() or m.issym()):
-                    raise InputError(f"{tgz.name}: unsupported member type: {m.name}")
-            tar.extractall(tmp, members=members)
-        inner = tmp / tops.pop()
-        final_tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-        final_tmp.rmdir()
-        os.replace(inner, final_tmp)
-        shutil.rmtree(tmp)
-        return _finish(final_tmp, dest, tgz)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+def _untar(tgz: Path, dest: Path) -> None:
+    with tarfile.open(tgz) as tar:
+        members = tar.getmembers()
+        for m in members:
+            _safe_member_path(m.name)
+            if m.issym() and (m.linkname.startswith("/") or ".." in PurePosixPath(m.linkname).parts):
+                raise InputError(f"{tgz.name}: link escapes the tree: {m.name} -> {m.linkname}")
+            if not (m.isfile() or m.isdir() or m.issym()):
+                raise InputError(f"{tgz.name}: unsupported member type: {m.name}")
+        tar.extractall(dest, members=members)
+
+
+def _unzip(archive: Path, dest: Path) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            _safe_member_path(info.filename)
+            if (info.external_attr >> 16) & 0o170000 == 0o120000:
+                raise InputError(f"{archive.name}: unsupported symlink member: {info.filename}")
+        zf.extractall(dest)
+
+
+def release_prefix(archive: Path, dest: Path) -> Path:
+    """Unpack a release archive's (.tgz or .zip) single top-level directory as the prefix ``dest``."""
+    def fill(tree: Path) -> None:
+        unpacked = tree / ".unpacked"
+        (_unzip if archive.name.endswith(".zip") else _untar)(archive, unpacked)
+        tops = sorted(unpacked.iterdir())
+        if len(tops) != 1 or not tops[0].is_dir():
+            raise InputError(f"{archive.name}: expected one top-level directory, got {[p.name for p in tops]}")
+        for entry in tops[0].iterdir():
+            os.replace(entry, tree / entry.name)
+        shutil.rmtree(unpacked)
+
+    return _unpacked(dest, archive, fill)
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use: python3 tests/e2e/inputs.py [what]
     targets = {
         "torch": torch_cpu_wheel,
         "ort": ort_linux_x64_release,
+        "ort-aarch64": ort_linux_aarch64_release,
+        "ort-win": ort_win_x64_release,
+        "ort-source-include": ort_source_include,
         "ort-cuda": ort_linux_x64_cuda_release,
         "executorch": executorch_wheel,
         "executorch-aarch64": executorch_wheel_aarch64,

@@ -1,4 +1,4 @@
-"""The ONNX Runtime Linux x86_64 legs end to end on a real ONNX Runtime library.
+"""The ONNX Runtime Linux legs end to end on a real ONNX Runtime library.
 
 The release archive is assembled from what the registries carry (PyPI's 1.26.0 library,
 Debian's released headers no newer than it) in upstream's release layout, pinned in a
@@ -7,6 +7,7 @@ copy of engine.toml, and fed through the normal fetch path from a mirror, offlin
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 
 import pytest
@@ -37,6 +38,7 @@ def cpu(tmp_path_factory, e2e_cache):
 
 
 ARCHIVE = "onnxruntime-1.26.0-Linux-x86_64-shared.zip"
+EM_AARCH64 = 183  # ELF e_machine
 
 
 def test_verified_and_smoke_tested(cpu):
@@ -90,3 +92,23 @@ def test_cuda_curation_on_the_gpu_package_layout(tmp_path_factory, e2e_cache):
     assert {"lib/libonnxruntime_providers_cuda.so", "lib/libonnxruntime_providers_shared.so"} <= names
     assert not [n for n in names if "tensorrt" in n or n.endswith("dml_provider_factory.h")]
     assert "smoke not run: needs an NVIDIA GPU" in result.stdout
+
+
+@pytest.mark.skipif(not (shutil.which("qemu-aarch64") and shutil.which("aarch64-linux-gnu-g++")),
+                    reason="needs qemu-user and g++-aarch64-linux-gnu (tools/setup.sh installs them)")
+def test_linux_aarch64_leg_runs_under_qemu(tmp_path_factory, e2e_cache):
+    """Stands in for upstream's `onnxruntime-linux-aarch64-1.26.0.tgz`: PyPI's aarch64 wheel
+    library (upstream's release build) with Debian's headers, as for x86_64. The smoke is
+    cross-compiled and run under qemu-user, as an x86_64 host runs every aarch64 leg."""
+    leg = "onnxruntime-linux-aarch64-shared"
+    release = inputs.ort_linux_aarch64_release(e2e_cache)
+    project, mirror = _project_with_pin(tmp_path_factory, release)
+    scons = Scons(project, tmp_path_factory.mktemp("cache"))
+    result = scons(leg, f"mirror={mirror}", "offline=1")
+    assert f"[verify] {leg} done" in result.stdout
+    with zipfile.ZipFile(project / "dist" / "onnxruntime-1.26.0-Linux-aarch64-shared.zip") as archive:
+        library = archive.read("lib/libonnxruntime.so.1.26.0")
+    assert library[:4] == b"\x7fELF" and int.from_bytes(library[18:20], "little") == EM_AARCH64
+    smoke = json.loads((project / "build/legs" / leg / "steps/smoke.json").read_text())
+    assert smoke["status"] == "passed" and smoke["mode"] == "qemu", smoke
+    assert "cpu: y = {2, 4, 6}" in "\n".join(smoke["output"]) and any("PASS" in line for line in smoke["output"])

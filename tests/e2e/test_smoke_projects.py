@@ -8,8 +8,10 @@ Each project is driven exactly like the build system's generic smoke step:
     ctest --test-dir <tmp>/build --output-on-failure
 
 against prefixes assembled by ``inputs.py`` from registry artifacts (ONNX Runtime: the
-release tarball's tree; LibTorch: the CPU wheel's torch/{include,lib,share}; ExecuTorch:
-the wheel's executorch/{include,lib,share}). Negative tests prove the variant guards
+release tarball's tree, and the Windows zip's, cross-compiled with MinGW-w64 through
+smoke/mingw-w64-x86_64.toolchain.cmake and run under wine; LibTorch: the CPU wheel's
+torch/{include,lib,share}; ExecuTorch: the wheel's executorch/{include,lib,share}).
+Negative tests prove the variant guards
 fire (false-green protection). Tests without the ``e2e`` marker are fast and need no
 downloads: the smoke models' generators reproduce the committed files byte for byte,
 and the projects that cannot run here (tflite, litert) fail cleanly without a package.
@@ -29,6 +31,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import inputs  # noqa: E402
+from backends.steps.smoke import emulator_env  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "smoke"
@@ -109,7 +112,7 @@ def cache() -> Path:
 
 @pytest.fixture(scope="session")
 def ort_prefix(cache: Path) -> Path:
-    return inputs.tgz_prefix(inputs.ort_linux_x64_release(cache), cache / "prefixes" / "onnxruntime-linux-x64")
+    return inputs.release_prefix(inputs.ort_linux_x64_release(cache), cache / "prefixes" / "onnxruntime-linux-x64")
 
 
 @pytest.fixture(scope="session")
@@ -181,7 +184,7 @@ def test_onnxruntime_cuda_rejects_cpu_library_with_dummy_provider(ort_prefix: Pa
 def test_onnxruntime_cuda_package_passes(cache: Path, tmp_path: Path) -> None:
     """onnxruntime-gpu (CUDA 12 build standing in for the gpu_cuda13 layout): the CPU
     forward pass runs with the CUDA provider shipped but unloadable (no GPU here)."""
-    prefix = inputs.tgz_prefix(inputs.ort_linux_x64_cuda_release(cache),
+    prefix = inputs.release_prefix(inputs.ort_linux_x64_cuda_release(cache),
                                cache / "prefixes" / "onnxruntime-linux-x64-gpu_cuda13")
     run = run_smoke("onnxruntime", prefix, tmp_path / "build", flavor="cuda", accelerator="cuda")
     assert_pass(run)
@@ -189,6 +192,46 @@ def test_onnxruntime_cuda_package_passes(cache: Path, tmp_path: Path) -> None:
     # ...and the same package is refused under the CPU flavor.
     run = run_smoke("onnxruntime", prefix, tmp_path / "build-cpu", flavor="cpu")
     assert_fails(run, "configure", "FAIL: flavor cpu but the package ships a CUDA provider")
+
+
+# --------------------------------------------------------------------------- ONNX Runtime for Windows, under wine
+
+MINGW_TOOLCHAIN = SMOKE / "mingw-w64-x86_64.toolchain.cmake"
+needs_wine = pytest.mark.skipif(not (shutil.which("x86_64-w64-mingw32-g++") and shutil.which("wine")),
+                                reason="needs mingw-w64 and wine (tools/setup.sh installs them)")
+
+
+@pytest.fixture
+def wine_env(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment the smoke step gives wine, with the prefix kept in the cache."""
+    for key, value in emulator_env("wine", {"WINEPREFIX": str(cache / "wineprefix")}, cache).items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture(scope="session")
+def ort_win_prefix(cache: Path) -> Path:
+    return inputs.release_prefix(inputs.ort_win_x64_release(cache), cache / "prefixes" / "onnxruntime-win-x64")
+
+
+@pytest.mark.e2e
+@needs_tools
+@needs_wine
+def test_onnxruntime_windows_failure_exits_through_wine(ort_win_prefix: Path, tmp_path: Path, wine_env) -> None:
+    """The Windows program's FAIL and exit status reach ctest through wine (no false green)."""
+    run = run_smoke("onnxruntime", ort_win_prefix, tmp_path / "build", flavor="gpu", accelerator="dml",
+                    extra=(f"-DCMAKE_TOOLCHAIN_FILE={MINGW_TOOLCHAIN}",))
+    assert_fails(run, "test", "FAIL: flavor gpu/dml but the package ships no dml_provider_factory.h")
+    assert "smoke.exe" in run.output
+
+
+@pytest.mark.e2e
+@needs_tools
+@needs_wine
+def test_onnxruntime_windows_shared_needs_the_dll(ort_win_prefix: Path, tmp_path: Path) -> None:
+    prefix = _copy_prefix(ort_win_prefix, tmp_path / "prefix")
+    (prefix / "lib" / "onnxruntime.dll").unlink()
+    run = run_smoke("onnxruntime", prefix, tmp_path / "build", extra=(f"-DCMAKE_TOOLCHAIN_FILE={MINGW_TOOLCHAIN}",))
+    assert_fails(run, "configure", "FAIL: shared package has no onnxruntime.dll")
 
 
 # --------------------------------------------------------------------------- LibTorch

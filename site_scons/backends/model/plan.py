@@ -79,7 +79,9 @@ class Contract:
 
     required: tuple[str, ...] = ()
     forbidden: tuple[str, ...] = ()
-    symbols: tuple[tuple[str, str], ...] = ()  # (library glob, exported symbol)
+    symbols: tuple[tuple[str, str], ...] = ()  # (library glob, exported symbol), in every Mach-O slice
+    no_symbols: tuple[tuple[str, str], ...] = ()  # (library glob, a symbol it must not export)
+    install_names: tuple[tuple[str, str], ...] = ()  # (dylib glob, its install name in every slice)
     macho_archs: tuple[str, ...] = ()
     header_api: tuple[str, str] | None = None  # (header path, library glob): header API <= library's
     links: tuple[tuple[str, str], ...] = ()  # (library glob, a needed library it must link)
@@ -100,6 +102,9 @@ class Smoke:
     def model_path(self) -> str:
         """The model as a repository path (`smoke/tflite/add.tflite`), "" without one."""
         return posixpath.normpath(posixpath.join(self.project, self.model)) if self.model else ""
+    # The program reaches the library only through its C ABI (ORT's C++ API is inline over
+    # it), so a MinGW build can consume an MSVC-built DLL: Windows smokes may run under wine.
+    c_abi: bool = False
 
 
 @dataclass(frozen=True)

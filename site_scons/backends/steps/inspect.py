@@ -42,10 +42,10 @@ def _is_elf_shared_object(path: Path) -> bool:
     return head.startswith(b"\x7fELF") and int.from_bytes(head[16:18], order) == ELF_TYPE_SHARED
 
 
-def exported_symbols(lib: Path) -> set[str]:
+def exported_symbols(lib: Path, arch: str = "") -> set[str]:
     """Defined external symbols (normalized names) of an object, archive, ELF shared
-    object (its dynamic table), Mach-O dylib (all architectures) or PE DLL (its
-    export table)."""
+    object (its dynamic table), Mach-O dylib (all architectures, or the `arch` slice)
+    or PE DLL (its export table)."""
     lib = Path(lib)
     fmt = object_format(lib)
     if fmt == "pe":
@@ -54,7 +54,7 @@ def exported_symbols(lib: Path) -> set[str]:
     if fmt == "elf" and _is_elf_shared_object(lib):
         arguments.append("--dynamic")
     if fmt == "macho":
-        arguments.append("--arch=all")
+        arguments.append(f"--arch={arch or 'all'}")
     names = set()
     for line in _tool_output("llvm-nm", arguments, lib).splitlines():
         fields = line.rpartition(": ")[2].split()
@@ -106,6 +106,12 @@ def _macho_needed(lib: Path) -> list[str]:
     return list(names)
 
 
+def macho_install_names(lib: Path) -> dict[str, str]:
+    """The install name (LC_ID_DYLIB) of each architecture of a dylib; '' where none."""
+    return {arch: next((command.get("name", "") for command in commands if command.get("cmd") == "LC_ID_DYLIB"), "")
+            for arch, commands in _macho_load_commands(Path(lib)).items()}
+
+
 def macho_min_os(lib: Path) -> dict[str, str]:
     """Deployment target per architecture: the highest LC_BUILD_VERSION `minos` (or
     legacy LC_VERSION_MIN_* `version`) over all objects; {"arm64": "11.0", ...}."""
@@ -130,9 +136,12 @@ def _macho_load_commands(lib: Path) -> dict[str, list[dict[str, str]]]:
     archs = macho_archs(lib)
     per_arch: dict[str, list[dict[str, str]]] = {}
     for arch in archs:
-        # Without -arch, otool shows only the host's slice of a fat file.
-        arguments = ["-arch", arch, "-l"] if len(archs) > 1 else ["-l"]
-        output = _tool_output("llvm-otool", arguments, lib)
+        if len(archs) > 1:
+            # One slice of a fat file: llvm-otool 14 ignores -arch (it prints the same slice
+            # whatever is asked), objdump honours --arch and prints the same listing.
+            output = _tool_output("llvm-objdump", ["--macho", "--private-headers", f"--arch={arch}"], lib)
+        else:
+            output = _tool_output("llvm-otool", ["-l"], lib)
         per_arch[arch] = _parse_load_commands(output)
     return per_arch
 

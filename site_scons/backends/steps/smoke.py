@@ -24,14 +24,22 @@ def not_run(reason: str, label: str) -> dict[str, object]:
     return {"status": "not run", "reason": reason}
 
 
-# Cross-building the consumer and running it under qemu-user, through ctest's emulator hook.
-EMULATED = {
-    "qemu": ("-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
-             "-DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc", "-DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++",
-             "-DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=BOTH", "-DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=BOTH",
-             "-DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=BOTH",
-             "-DCMAKE_CROSSCOMPILING_EMULATOR=qemu-aarch64;-L;/usr/aarch64-linux-gnu"),
+# Cross-building the consumer and running it under an emulator, through ctest's
+# emulator hook: the CMake toolchain file (under smoke/) per run mode.
+TOOLCHAIN_FILES = {
+    "qemu": "aarch64-linux-gnu.toolchain.cmake",
+    "wine": "mingw-w64-x86_64.toolchain.cmake",
 }
+
+
+def emulator_env(mode: str, environ: Mapping[str, str], leg_dir: Path) -> dict[str, str]:
+    """What the emulator reads from the environment. Wine keeps its Windows tree in a
+    prefix made on first use (~10 s): `$WINEPREFIX`, else `wineprefix/` in the leg's
+    build directory, kept across runs; no debug chatter, no Mono/Gecko installers."""
+    if mode != "wine":
+        return {}
+    return {"WINEPREFIX": environ.get("WINEPREFIX") or str(leg_dir / "wineprefix"),
+            "WINEDEBUG": "-all", "WINEDLLOVERRIDES": "mscoree,mshtml="}
 
 
 def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path, label: str,
@@ -43,8 +51,10 @@ def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path
     extract(archive, package)
     build_dir = work / "build"
     project = project_root / spec.project
-    env = limited_env({})
-    defines = [f"-D{key}={value}" for key, value in spec.defines.items()] + list(EMULATED.get(mode, ()))
+    env = limited_env(emulator_env(mode, environ, work.parent))
+    defines = [f"-D{key}={value}" for key, value in spec.defines.items()]
+    if mode in TOOLCHAIN_FILES:
+        defines.append(f"-DCMAKE_TOOLCHAIN_FILE={project.parent / TOOLCHAIN_FILES[mode]}")
     steps = [
         ("configure", ["cmake", "-S", str(project), "-B", str(build_dir), "-G", "Ninja",
                        f"-DCMAKE_PREFIX_PATH={package}", *defines]),

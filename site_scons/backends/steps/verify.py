@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..model.plan import Contract
+from .bundle import object_format
 from .globs import matches, matches_any
-from .inspect import dll_exports, exported_symbols, needed_libraries
+from .inspect import dll_exports, exported_symbols, macho_install_names, needed_libraries
 from .universal import macho_archs
 
 _API_VERSION = re.compile(rb"#define\s+ORT_API_VERSION\s+(\d+)")
@@ -92,6 +93,15 @@ def _symbols(path: Path) -> set[str]:
     return set(dll_exports(path)) if path.suffix.lower() == ".dll" else exported_symbols(path)
 
 
+def _slice_symbols(path: Path) -> dict[str, set[str]]:
+    """Exported symbols per Mach-O slice of a universal file (" (<arch> slice)": symbols),
+    else {"": symbols}: a symbol a universal library promises must be in every slice."""
+    archs = macho_archs(path) if object_format(path) == "macho" else []
+    if len(archs) < 2:
+        return {"": _symbols(path)}
+    return {f" ({arch} slice)": exported_symbols(path, arch) for arch in archs}
+
+
 def _library_api(view: ArchiveView, pattern: str, version: str) -> int:
     for name in view.names:
         match = _VERSIONED_LIB.search(name)
@@ -124,12 +134,29 @@ def check(archive: Path, contract: Contract, version: str, build_root: str = "")
 
 def _check_binaries(view: ArchiveView, contract: Contract, tmp: Path) -> list[str]:
     problems = []
-    for lib_pattern, symbol in contract.symbols:
+    exports: dict[str, dict[str, set[str]]] = {}
+    for lib_pattern, symbol in contract.symbols + contract.no_symbols:
         name = _first(view, lib_pattern)
         if name is None:
             problems.append(f"no library {lib_pattern} to look for {symbol} in")
-        elif symbol not in _symbols(_member_file(view, name, tmp)):
-            problems.append(f"{name} does not export {symbol}")
+            continue
+        if name not in exports:
+            exports[name] = _slice_symbols(_member_file(view, name, tmp))
+        wanted = (lib_pattern, symbol) in contract.symbols
+        for where, symbols in exports[name].items():
+            if wanted and symbol not in symbols:
+                problems.append(f"{name}{where} does not export {symbol}")
+            elif not wanted and symbol in symbols:
+                problems.append(f"{name}{where} exports {symbol}, which this flavor must not ship")
+    for lib_pattern, install_name in contract.install_names:
+        name = _first(view, lib_pattern)
+        if name is None:
+            problems.append(f"no library {lib_pattern} to read the install name of")
+            continue
+        for arch, found in macho_install_names(_member_file(view, name, tmp)).items():
+            if found != install_name:
+                problems.append(f"{name} ({arch}) has the install name {found or 'none'}, "
+                                f"expected {install_name}: consumers would look for the library there")
     for lib_pattern, needed in contract.links + contract.no_links:
         name = _first(view, lib_pattern)
         if name is None:
@@ -195,6 +222,8 @@ def verify(archive: Path, contract: Contract, version: str, build_root: str = ""
 def _summary(contract: Contract) -> list[str]:
     checked = [f"requires {p}" for p in contract.required] + [f"forbids {p}" for p in contract.forbidden]
     checked += [f"{lib} exports {sym}" for lib, sym in contract.symbols]
+    checked += [f"{lib} does not export {sym}" for lib, sym in contract.no_symbols]
+    checked += [f"{lib} has the install name {name}" for lib, name in contract.install_names]
     if contract.macho_archs:
         checked.append("Mach-O " + "+".join(contract.macho_archs))
     if contract.header_api:
