@@ -2,6 +2,7 @@
 `scons` run in it: shared by the end-to-end tests and the benchmarks."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -16,13 +17,19 @@ class Scons:
     project: Path
     cache: Path
 
-    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def __call__(self, *args: str, check: bool = True,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "SCons", "-Q", f"cache={self.cache}", *args]
-        result = subprocess.run(argv, cwd=self.project, capture_output=True, text=True, timeout=900)
+        result = subprocess.run(argv, cwd=self.project, capture_output=True, text=True, timeout=900,
+                                env={**os.environ, **(env or {})})
         if check and result.returncode != 0:
             raise AssertionError(f"scons {' '.join(args)} failed ({result.returncode}):\n"
                                  f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
         return result
+
+    def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """Like calling it, but a failure is the caller's to judge."""
+        return self(*args, check=False, env=env)
 
     def steps_run(self, result: subprocess.CompletedProcess[str]) -> list[str]:
         """The steps a run executed, from their `[<step>] <leg> done in` lines (runner

@@ -45,6 +45,19 @@ def format_table(rows: Sequence[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def choose_text(plans: Sequence[Plan], host: Host) -> str:
+    """What bare `scons` says: the legs this host would build, and how to pick some."""
+    buildable = [plan for plan in plans if host.can_build(plan.leg)]
+    quick = [plan.leg.id for plan in buildable if plan.leg.source == "prebuilt"]  # minutes, not hours
+    example = (quick or [plan.leg.id for plan in buildable] or ["<leg id>"])[0]
+    lines = [f"scons: nothing selected. The default packages this host ({host.platform}) builds:", "",
+             format_table(list_rows(buildable, host)), "",
+             f"Build one:        scons <leg id>            e.g. scons {example} (prebuilt: quick)",
+             "Or a selection:   scons engine=<engine> [platform=... flavor=... kind=...]",
+             "Every leg:        scons list               (scons -h for all options)"]
+    return "\n".join(lines)
+
+
 def ci_entry(plan: Plan) -> dict[str, object]:
     leg = plan.leg
     return {

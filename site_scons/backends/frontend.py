@@ -1,19 +1,29 @@
-"""From the command line to an invocation: what to do and for which legs (no SCons import)."""
+"""From the command line to an invocation: what to do and for which legs (no SCons import).
+
+Everything the user typed is checked here, before SCons writes anything: option names and
+values (options.py), targets (commands and leg ids, aliases accepted), the selection, a
+version override against the engine's own scheme, and every `origin=` (a source of the
+selected legs, an existing file or clone, a URL only with lock=1).
+"""
 from __future__ import annotations
 
 import os
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from .host import Host
-from .model.leg import Leg
+from .model.leg import Leg, leg_id
 from .model.matrix import Matrix
-from .model.plan import Plan
+from .model.plan import Download, Plan
 from .model.recipes import plan_all
-from .model.selection import Filters, SelectionError, select, select_ids
-from .options import OPTION_NAMES, OPTIONS, parse_bool
+from .model.selection import Filters, SelectionError, select, select_ids, suggest
+from .model.vocab import FLAVORS, KINDS, VocabularyError, canonical_platform
+from .options import FILTERS, OPTION_NAMES, OPTIONS, OptionError, option, parse_bool
 
+# Commands are words on the command line; leg ids are the other targets.
 COMMANDS = ("list", "ci-matrix")
 
 
@@ -34,7 +44,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Invocation:
-    mode: str  # build | list | ci-matrix | plan | gc
+    mode: str  # build | choose (bare `scons`) | list | ci-matrix | plan | gc
     plans: tuple[Plan, ...]
     settings: Settings
 
@@ -43,25 +53,18 @@ class Invocation:
         return tuple(plan.leg for plan in self.plans)
 
 
-def _check_option_names(arguments: Mapping[str, str]) -> None:
+def _check_options(arguments: Mapping[str, str]) -> None:
     unknown = sorted(set(arguments) - set(OPTION_NAMES))
     if unknown:
-        raise SelectionError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+        hint = suggest(unknown[0], OPTION_NAMES)
+        raise SelectionError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}{hint}; "
                              f"options: {', '.join(OPTION_NAMES)} (scons -h explains each)")
-
-
-def _check_enum_options(arguments: Mapping[str, str]) -> None:
-    for option in OPTIONS:
-        value = arguments.get(option.name)
-        if value is None:
-            continue
-        if option.boolean:
+    for opt in OPTIONS:
+        if opt.name in arguments:
             try:
-                parse_bool(option.name, value)
-            except ValueError as error:
+                opt.validate(arguments[opt.name])
+            except OptionError as error:
                 raise SelectionError(str(error)) from None
-        elif option.name in ("format", "inputs") and value not in option.allowed:
-            raise SelectionError(f"unknown {option.name} {value!r}; valid: {', '.join(option.allowed)}")
 
 
 def parse_origins(text: str) -> dict[str, str]:
@@ -69,44 +72,108 @@ def parse_origins(text: str) -> dict[str, str]:
     origins: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, sep, location = item.partition("=")
-        if sep and "/" not in name and ":" not in name:
-            origins[name] = location
-        else:
-            origins[""] = item
+        key = name if sep and "/" not in name and ":" not in name and "\\" not in name else ""
+        value = location if key else item
+        if key in origins:
+            raise SelectionError(f"origin= names {key or 'the main download'} twice")
+        origins[key] = value
     return origins
+
+
+def _mirrors(text: str) -> tuple[str, ...]:
+    mirrors = tuple(m.strip() for m in text.split(",") if m.strip())
+    for mirror in mirrors:
+        if not _is_url(mirror) and not Path(_local_path(mirror)).is_dir():
+            raise SelectionError(f"mirror={mirror} is not a directory (or an http(s)/file URL)")
+    return mirrors
 
 
 def _settings(arguments: Mapping[str, str], root: Path) -> Settings:
     def value(name: str) -> str:
-        return arguments.get(name, next(o.default for o in OPTIONS if o.name == name))
+        return arguments.get(name, option(name).default)
 
-    heavy = value("heavy_jobs")
-    if not heavy.isdigit() or int(heavy) < 1:
-        raise SelectionError(f"heavy_jobs={heavy!r} must be a positive integer")
-    cache = Path(value("cache"))
+    cache = Path(value("cache")).expanduser()
+    cache = cache if cache.is_absolute() else root / cache
+    if cache.exists() and not cache.is_dir():
+        raise SelectionError(f"cache={value('cache')} is not a directory")
     return Settings(
-        cache=cache if cache.is_absolute() else root / cache,
-        mirrors=tuple(m for m in value("mirror").split(",") if m),
+        cache=cache,
+        mirrors=_mirrors(value("mirror")),
         offline=parse_bool("offline", value("offline")),
         lock=parse_bool("lock", value("lock")),
         verbose=parse_bool("verbose", value("verbose")),
         wait=parse_bool("wait", value("wait")),
         format=value("format"),
         inputs=value("inputs"),
-        heavy_jobs=int(heavy),
+        heavy_jobs=int(value("heavy_jobs")),
         version=value("version"),
         origins=parse_origins(value("origin")),
     )
 
 
-def _is_leg_like(target: str, engines: Sequence[str]) -> bool:
-    return any(target.startswith(f"{engine}-") for engine in engines)
+# -- targets ------------------------------------------------------------------------------
+
+def canonical_leg_id(target: str, engines: Sequence[str]) -> str | None:
+    """The canonical id of a leg id typed with platform aliases (`onnxruntime-windows-x64-shared`
+    -> `onnxruntime-windows-x86_64-shared`), or None when `target` is not shaped like one."""
+    engine = next((e for e in sorted(engines, key=len, reverse=True) if target.startswith(f"{e}-")), None)
+    if engine is None:
+        return None
+    tokens = target[len(engine) + 1:].lower().split("-")
+    config = "release"
+    if tokens and tokens[-1] == "debug":
+        config = tokens.pop()
+    if not tokens or tokens[-1] not in KINDS:
+        return None
+    kind = tokens.pop()
+    flavor = tokens.pop() if len(tokens) > 1 and tokens[-1] in FLAVORS else "cpu"
+    try:
+        platform = canonical_platform("-".join(tokens))
+    except VocabularyError:
+        return None
+    return leg_id(engine, platform, flavor, kind, config)
 
 
-def _select(matrix: Matrix, arguments: Mapping[str, str], leg_targets: Sequence[str], host: Host,
+def _split_targets(targets: Sequence[str], matrix: Matrix) -> tuple[list[str], list[str]]:
+    """(commands, canonical leg ids); any other word is refused, with the nearest valid one."""
+    commands, legs = [], []
+    known = set(matrix.ids)
+    for target in targets:
+        if target in COMMANDS:
+            commands.append(target)
+            continue
+        canonical = canonical_leg_id(target, tuple(matrix.engines))
+        if canonical in known:
+            legs.append(canonical)
+            continue
+        hint = suggest(target, [*COMMANDS, *matrix.ids])
+        what = "leg" if canonical or any(target.startswith(f"{e}-") for e in matrix.engines) else "target"
+        raise SelectionError(f"unknown {what} {target!r}{hint}; targets are {', '.join(COMMANDS)} or leg ids "
+                             "(`scons list` shows every leg id)")
+    return commands, legs
+
+
+def _mode(commands: Sequence[str], arguments: Mapping[str, str]) -> str:
+    flags = [name for name in ("plan", "gc") if parse_bool(name, arguments.get(name, "0"))]
+    chosen = list(commands) + [f"{name}=1" for name in flags]
+    if len(chosen) > 1:
+        raise SelectionError(f"choose one of {', '.join(chosen)}")
+    if commands:
+        return commands[0]
+    return flags[0] if flags else "build"
+
+
+# -- selection ----------------------------------------------------------------------------
+
+def _select(matrix: Matrix, arguments: Mapping[str, str], leg_ids: Sequence[str], host: Host,
             building: bool) -> list[Leg]:
-    if leg_targets:
-        return select_ids(matrix.legs, leg_targets)
+    filters = [name for name in FILTERS if name in arguments]
+    if leg_ids:
+        if filters:
+            given = " ".join(f"{name}={arguments[name]}" for name in filters)
+            raise SelectionError(f"leg ids select their legs exactly; {given} would be ignored: drop the filters, "
+                                 "or drop the leg ids")
+        return select_ids(matrix.legs, leg_ids)
     raw = dict(arguments)
     if building:
         # Building means this host's default packages unless told otherwise.
@@ -115,11 +182,63 @@ def _select(matrix: Matrix, arguments: Mapping[str, str], leg_targets: Sequence[
     return select(matrix.legs, Filters.parse(raw, tuple(matrix.engines)))
 
 
-def _check_version_override(legs: Sequence[Leg], version: str) -> None:
+def _check_version_override(legs: Sequence[Leg], version: str, matrix: Matrix) -> None:
+    if not version:
+        return
     engines = sorted({leg.engine for leg in legs})
-    if version and len(engines) != 1:
+    if len(engines) != 1:
         raise SelectionError(f"version={version} overrides one engine's pin; the selection has {', '.join(engines)}: "
                              "add engine=<name>")
+    engine = matrix.engines[engines[0]]
+    if not engine.version_pattern.fullmatch(version):
+        raise SelectionError(f"version={version} is not a {engine.name} version: {engine.name} versions look like "
+                             f"{engine.version} (pattern {engine.version_pattern.pattern})")
+
+
+# -- origins ------------------------------------------------------------------------------
+
+def _is_url(location: str) -> bool:
+    return urllib.parse.urlsplit(location).scheme.lower() in ("http", "https")
+
+
+def _local_path(location: str) -> str:
+    parsed = urllib.parse.urlsplit(location)
+    return urllib.request.url2pathname(parsed.path) if parsed.scheme.lower() == "file" else location
+
+
+def _origin_targets(plans: Sequence[Plan], name: str) -> list[Download]:
+    """The downloads an origin stands in for: by source name, or each leg's main download."""
+    if name:
+        return [d for plan in plans for d in plan.downloads if d.name == name]
+    return [plan.downloads[0] for plan in plans if plan.downloads]
+
+
+def _check_origins(settings: Settings, plans: Sequence[Plan]) -> None:
+    names = sorted({d.name for plan in plans for d in plan.downloads})
+    for name, location in settings.origins.items():
+        downloads = _origin_targets(plans, name)
+        if not downloads:
+            if not name:
+                raise SelectionError(f"origin={location}: the selected legs download nothing to replace")
+            raise SelectionError(f"origin={name}=...: the selected legs have no source named {name!r}"
+                                 f"{suggest(name, names)}; their sources: {', '.join(names) or 'none'}")
+        label = f"origin={name + '=' if name else ''}{location}"
+        if _is_url(location):
+            if not settings.lock:
+                raise SelectionError(f"{label} is a URL: add lock=1 to fetch it and record its sha256 (trust on "
+                                     "first use; a recorded pin for its file name is checked), or download it "
+                                     "yourself and pass the file")
+            continue
+        path = Path(_local_path(location)).expanduser()
+        git = all(d.kind == "git" for d in downloads)
+        if not path.exists():
+            raise SelectionError(f"{label} does not exist")
+        if git and not path.is_dir():
+            raise SelectionError(f"{label} is not a directory: the {downloads[0].name} source is a git repository "
+                                 "(pass a clone)")
+        if not git and not path.is_file():
+            raise SelectionError(f"{label} is {'a directory' if path.is_dir() else 'not a regular file'}: "
+                                 f"the {downloads[0].name} download is a file ({downloads[0].filename})")
 
 
 def check_buildable(legs: Sequence[Leg], host: Host, environ: Mapping[str, str]) -> None:
@@ -137,22 +256,19 @@ def check_buildable(legs: Sequence[Leg], host: Host, environ: Mapping[str, str])
 def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix, root: Path, host: Host,
             environ: Mapping[str, str] | None = None) -> Invocation:
     environ = os.environ if environ is None else environ
-    _check_option_names(arguments)
-    _check_enum_options(arguments)
+    _check_options(arguments)
     settings = _settings(arguments, root)
-    commands = [t for t in targets if t in COMMANDS]
-    if len(commands) > 1:
-        raise SelectionError(f"choose one of {', '.join(COMMANDS)}")
-    plan_only = parse_bool("plan", arguments.get("plan", "0"))
-    collect = parse_bool("gc", arguments.get("gc", "0"))
-    mode = commands[0] if commands else ("plan" if plan_only else "gc" if collect else "build")
-    leg_targets = [t for t in targets if _is_leg_like(t, tuple(matrix.engines))]
-    legs = _select(matrix, arguments, leg_targets, host, building=(mode == "build"))
-    _check_version_override(legs, settings.version)
+    commands, leg_ids = _split_targets(targets, matrix)
+    mode = _mode(commands, arguments)
+    if mode == "build" and not leg_ids and not any(name in arguments for name in FILTERS):
+        mode = "choose"  # bare `scons`: show what this host builds, build nothing by accident
+    legs = _select(matrix, arguments, leg_ids, host, building=mode in ("build", "choose"))
+    _check_version_override(legs, settings.version, matrix)
     if mode == "build":
         check_buildable(legs, host, environ)
         if settings.inputs == "build":
             inputs = [matrix.leg(i) for leg in legs for i in leg.inputs]
             check_buildable([leg for leg in inputs if host.can_build(leg)], host, environ)
     plans = plan_all(matrix, legs, settings.version or None)
+    _check_origins(settings, plans)
     return Invocation(mode=mode, plans=tuple(plans), settings=settings)

@@ -1,12 +1,54 @@
-"""The command-line options: names, defaults and help, independent of SCons."""
+"""The command-line options: names, defaults, help and validation, independent of SCons.
+
+Each option declares how its value is checked (`check`), beside its help, so a bad value
+is refused before anything is fetched or written, naming what is valid. An option given
+with an empty value (`engine=`, `cache=`) is refused: leave it out to get its default.
+"""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Callable
 
 from .model.vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES
 
 BOOL_TRUE = ("1", "yes", "true", "on")
-BOOL_FALSE = ("0", "no", "false", "off", "")
+BOOL_FALSE = ("0", "no", "false", "off")
+
+
+class OptionError(ValueError):
+    """An option value that is not valid; the message says what is."""
+
+
+def parse_bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in BOOL_TRUE:
+        return True
+    if lowered in BOOL_FALSE:
+        return False
+    raise OptionError(f"{name}={value!r} is not a boolean; use 1 or 0")
+
+
+def _positive_integer(name: str, value: str) -> None:
+    if not value.isdigit() or int(value) < 1:
+        raise OptionError(f"{name}={value!r} must be a positive integer")
+
+
+# A version names archives and directories: digits and dots, no separators or spaces. Each
+# engine may narrow this further (engine.toml `version_pattern`, checked with the selection).
+VERSION = re.compile(r"\d+(\.\d+){1,3}")
+
+
+def _version(name: str, value: str) -> None:
+    if not VERSION.fullmatch(value):
+        raise OptionError(f"{name}={value!r} is not a version: use the engine's own numbers, e.g. 1.26.0 "
+                          "(digits and dots only; no path separators, spaces or suffixes)")
+
+
+def _comma_list(name: str, value: str) -> None:
+    items = value.split(",")
+    if any(not item.strip() for item in items):
+        raise OptionError(f"{name}={value!r} has an empty item; separate values with single commas")
 
 
 @dataclass(frozen=True)
@@ -16,30 +58,46 @@ class Option:
     default: str = ""
     allowed: tuple[str, ...] = ()
     boolean: bool = False
+    exact: bool = False  # the value must be one of `allowed` (filters take lists and aliases instead)
+    check: Callable[[str, str], None] | None = None
+
+    def validate(self, value: str) -> None:
+        if not value.strip():
+            raise OptionError(f"{self.name}= is empty: give a value, or leave the option out"
+                              + (f" for its default ({self.default})" if self.default else ""))
+        if self.boolean:
+            parse_bool(self.name, value)
+        elif self.exact and value not in self.allowed:
+            raise OptionError(f"unknown {self.name} {value!r}; valid: {', '.join(self.allowed)}")
+        if self.check is not None:
+            self.check(self.name, value)
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("engine", "engine(s) to select, comma-separated", "", ("all", *ENGINES)),
+    Option("engine", "engine(s) to select, comma-separated", "", ("all", *ENGINES), check=_comma_list),
     Option("platform", "platform(s) <os>-<arch>: linux-x86_64, linux-aarch64 (alias linux-arm64), macos-x86_64, "
            "macos-arm64, macos-universal, windows-x86_64 (alias windows-x64), windows-arm64, android-arm64-v8a, "
-           "android-x86_64, android, ios, wasm; building defaults to this host, list/plan/ci-matrix to all", ""),
+           "android-x86_64, android, ios, wasm; building defaults to this host, list/plan/ci-matrix to all", "",
+           check=_comma_list),
     Option("flavor", "cpu is the default package, gpu and cuda the accelerator variants; building defaults to "
-           "cpu, list/plan/ci-matrix to all", "", ("all", *FLAVORS)),
-    Option("kind", "package form (xcframework: iOS only)", "", ("all", *KINDS)),
-    Option("config", "build configuration", "", ("all", *CONFIGS)),
-    Option("source", "how the leg gets its binaries", "", ("all", *SOURCES)),
-    Option("version", "override the engine's pinned version (names and URLs follow it); one engine only", ""),
+           "cpu, list/plan/ci-matrix to all", "", ("all", *FLAVORS), check=_comma_list),
+    Option("kind", "package form (xcframework: iOS only)", "", ("all", *KINDS), check=_comma_list),
+    Option("config", "build configuration", "", ("all", *CONFIGS), check=_comma_list),
+    Option("source", "how the leg gets its binaries", "", ("all", *SOURCES), check=_comma_list),
+    Option("version", "override the engine's pinned version (names and URLs follow it); one engine only", "",
+           check=_version),
     Option("origin", "take upstream files from elsewhere without editing the data: "
-           "[<source>=]<path-or-url>[,...] (e.g. origin=release=/tmp/torch.whl)", ""),
+           "[<source>=]<path-or-url>[,...] (e.g. origin=release=/tmp/torch.whl); a URL needs lock=1", "",
+           check=_comma_list),
     Option("cache", "download cache directory (content-addressed, shared by every leg)", ".cache/downloads"),
-    Option("mirror", "directory or URL prefix(es) tried before upstream, comma-separated", ""),
+    Option("mirror", "directory or URL prefix(es) tried before upstream, comma-separated", "", check=_comma_list),
     Option("offline", "never touch the network: cache and directory mirrors only", "0", boolean=True),
     Option("lock", "accept downloads without a sha256 pin and record them into engine.toml", "0", boolean=True),
-    Option("format", "archive format", "zip", ("zip", "tar.gz", "7z")),
+    Option("format", "archive format", "zip", ("zip", "tar.gz", "7z"), exact=True),
     Option("inputs", "where aggregates (universal, Android bundle) take their input archives: build the ones "
            "this host can build, or use those already in dist/ (CI's aggregate jobs download them)", "build",
-           ("build", "dist")),
-    Option("heavy_jobs", "upstream builds allowed to run at once, whatever -j says", "1"),
+           ("build", "dist"), exact=True),
+    Option("heavy_jobs", "upstream builds allowed to run at once, whatever -j says", "1", check=_positive_integer),
     Option("wait", "when another run holds this tree's build/: wait for it (1) or refuse at once (0)", "1",
            boolean=True),
     Option("verbose", "print full command lines and stream upstream build output", "0", boolean=True),
@@ -49,27 +107,23 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 OPTION_NAMES = tuple(option.name for option in OPTIONS)
+FILTERS = ("engine", "platform", "flavor", "kind", "config", "source")
 
 
-def parse_bool(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in BOOL_TRUE:
-        return True
-    if lowered in BOOL_FALSE:
-        return False
-    raise ValueError(f"{name}={value!r} is not a boolean; use 1 or 0")
+def option(name: str) -> Option:
+    return next(o for o in OPTIONS if o.name == name)
 
 
 def help_text() -> str:
     lines = ["anira-backends: scons [list|ci-matrix|<leg id>...] [option=value ...]", "", "Options:"]
-    for option in OPTIONS:
-        values = f" ({'|'.join(option.allowed)})" if option.allowed else (" (0|1)" if option.boolean else "")
-        default = f" [default: {option.default}]" if option.default else ""
-        lines.append(f"  {option.name}={values}{default}")
-        lines.append(f"      {option.help}")
+    for opt in OPTIONS:
+        values = f" ({'|'.join(opt.allowed)})" if opt.allowed else (" (0|1)" if opt.boolean else "")
+        default = f" [default: {opt.default}]" if opt.default else ""
+        lines.append(f"  {opt.name}={values}{default}")
+        lines.append(f"      {opt.help}")
     lines += ["", "Targets:",
               "  list         table of the selected legs (id, archive, source, accelerator, runner, builds/runs here)",
               "  ci-matrix    the selected legs as a GitHub Actions matrix (JSON)",
-              "  <leg id>     build one leg, e.g. onnxruntime-linux-x86_64-shared",
-              "  (none)       build every selected leg this host can build"]
+              "  <leg id>     build one leg, e.g. onnxruntime-linux-x86_64-shared (platform aliases accepted)",
+              "  (none)       with filters: build the selected legs this host can build; without: list them"]
     return "\n".join(lines)

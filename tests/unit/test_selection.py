@@ -106,6 +106,10 @@ def test_version_override_renames(matrix):
     assert invocation.plans[0].archive == "libtorch-2.13.0-Linux-x86_64-shared.zip"
 
 
-def test_origins_parse(matrix):
-    invocation = _resolve(matrix, ["libtorch-linux-x86_64-shared"], origin="/tmp/torch.whl,acl=/srv/acl")
-    assert dict(invocation.settings.origins) == {"": "/tmp/torch.whl", "acl": "/srv/acl"}
+def test_origins_parse(matrix, tmp_path):
+    wheel = tmp_path / "torch.whl"
+    wheel.write_bytes(b"PK")
+    invocation = _resolve(matrix, ["libtorch-linux-x86_64-shared"], origin=str(wheel))
+    assert dict(invocation.settings.origins) == {"": str(wheel)}
+    invocation = _resolve(matrix, ["libtorch-linux-aarch64-shared"], origin=f"acl={tmp_path}", plan="1")
+    assert dict(invocation.settings.origins) == {"acl": str(tmp_path)}

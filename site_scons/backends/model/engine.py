@@ -1,16 +1,45 @@
 """Engine data: pins, sources and patch metadata from `engines/<engine>/engine.toml`."""
 from __future__ import annotations
 
+import re
 import tomllib
 import urllib.parse
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 
 class DataError(ValueError):
     """The project's own data files are inconsistent."""
+
+
+DEFAULT_VERSION_PATTERN = r"\d+\.\d+\.\d+"
+SOURCE_KINDS = ("archive", "git")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_MISSING = object()
+_TYPE_NAMES = {str: "string", bool: "boolean (true or false)", list: "list", dict: "table"}
+
+
+def typed(raw: Mapping[str, object], key: str, kind: type, where: str, default: object = _MISSING) -> Any:
+    """`raw[key]`, refused unless it is a `kind` (TOML's true/false, never "false" or 1)."""
+    if key not in raw:
+        if default is _MISSING:
+            raise DataError(f"{where}: the required field {key!r} is missing")
+        return default
+    value = raw[key]
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise DataError(f"{where}: {key} must be a {_TYPE_NAMES.get(kind, kind.__name__)}, not {value!r}")
+    return value
+
+
+def strings(raw: Mapping[str, object], key: str, where: str) -> dict[str, str]:
+    table = typed(raw, key, dict, where, {})
+    for name, value in table.items():
+        if not isinstance(value, str):
+            raise DataError(f"{where}: {key}.{name} must be a string, not {value!r}")
+    return dict(table)
 
 
 @dataclass(frozen=True)
@@ -58,6 +87,8 @@ class Engine:
     sources: Mapping[str, SourceSpec]
     patches: tuple[PatchSpec, ...]
     sha256: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # The engine's own version scheme: version= overrides and the pin must match it.
+    version_pattern: re.Pattern[str] = re.compile(DEFAULT_VERSION_PATTERN)
 
     def with_version(self, version: str) -> "Engine":
         """A version override of the pin (not a second pin): names and URLs follow it."""
@@ -86,14 +117,25 @@ def url_filename(url: str) -> str:
     return urllib.parse.unquote(url.rstrip("/").rsplit("/", 1)[-1])
 
 
-def _source(name: str, raw: Mapping[str, object]) -> SourceSpec:
+def _source(name: str, raw: Mapping[str, object], where: str) -> SourceSpec:
+    where = f"{where} [sources.{name}]"
+    if not isinstance(raw, dict):
+        raise DataError(f"{where}: must be a table")
+    kind = typed(raw, "kind", str, where, "archive")
+    if kind not in SOURCE_KINDS:
+        raise DataError(f"{where}: kind {kind!r} is not one of {', '.join(SOURCE_KINDS)}")
+    commit = typed(raw, "commit", str, where, "")
+    if commit and "{" not in commit and not _COMMIT.fullmatch(commit):
+        raise DataError(f"{where}: commit {commit!r} is not a 40-digit hex commit id")
+    if kind == "git" and not typed(raw, "ref", str, where, ""):
+        raise DataError(f"{where}: a git source needs a ref (a tag, branch or commit)")
     return SourceSpec(
         name=name,
-        url=str(raw["url"]),
-        kind=str(raw.get("kind", "archive")),
-        ref=str(raw.get("ref", "")),
-        commit=str(raw.get("commit", "")),
-        submodules=bool(raw.get("submodules", False)),
+        url=typed(raw, "url", str, where),
+        kind=kind,
+        ref=typed(raw, "ref", str, where, ""),
+        commit=commit,
+        submodules=typed(raw, "submodules", bool, where, False),
     )
 
 
@@ -117,6 +159,8 @@ def load_engine(root: Path) -> Engine:
         engine = _engine(root, path, raw)
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise DataError(f"{path}: {error}") from None
+    except DataError:
+        raise
     except (KeyError, TypeError, ValueError) as error:
         raise DataError(f"{path}: missing or malformed field {error}") from None
     missing = [p.file for p in engine.patches if not (root / p.file).is_file()]
@@ -126,18 +170,33 @@ def load_engine(root: Path) -> Engine:
 
 
 def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
+    where = str(path)
     if raw.get("name") != root.name:
         raise DataError(f"{path}: name {raw.get('name')!r} does not match its directory {root.name!r}")
+    version = typed(raw, "version", str, where)
+    pattern = re.compile(typed(raw, "version_pattern", str, where, DEFAULT_VERSION_PATTERN))
+    if not pattern.fullmatch(version):
+        raise DataError(f"{where}: version {version!r} does not match version_pattern {pattern.pattern!r}")
+    sha256 = strings(raw, "sha256", where)
+    bad = [name for name, pin in sha256.items() if pin and not _SHA256.fullmatch(pin)]
+    if bad:
+        raise DataError(f"{where}: [sha256] {bad[0]!r} = {sha256[bad[0]]!r} is not 64 lowercase hex digits "
+                        "(remove it and run `scons lock` to record it)")
+    package_dirs = typed(raw, "package_dirs", list, where, ["include", "lib"])
+    if not all(isinstance(d, str) for d in package_dirs):
+        raise DataError(f"{where}: package_dirs must list strings")
     return Engine(
         name=str(raw["name"]),
-        libname=raw["libname"],
-        version=raw["version"],
-        license=raw["license"],
-        homepage=raw.get("homepage", ""),
+        libname=typed(raw, "libname", str, where),
+        version=version,
+        license=typed(raw, "license", str, where),
+        homepage=typed(raw, "homepage", str, where, ""),
         root=root,
-        package_dirs=tuple(raw.get("package_dirs", ("include", "lib"))),
-        pins=MappingProxyType({str(k): str(v) for k, v in raw.get("pins", {}).items()}),
-        sources=MappingProxyType({name: _source(name, spec) for name, spec in raw.get("sources", {}).items()}),
-        patches=tuple(_patch(p) for p in raw.get("patches", ())),
-        sha256=MappingProxyType({str(k): str(v) for k, v in raw.get("sha256", {}).items()}),
+        package_dirs=tuple(package_dirs),
+        pins=MappingProxyType(strings(raw, "pins", where)),
+        sources=MappingProxyType({name: _source(name, spec, where)
+                                  for name, spec in typed(raw, "sources", dict, where, {}).items()}),
+        patches=tuple(_patch(p) for p in typed(raw, "patches", list, where, [])),
+        sha256=MappingProxyType(sha256),
+        version_pattern=pattern,
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
-from .engine import DataError, Engine, load_engine
+from .engine import DataError, Engine, load_engine, strings, typed
 from .leg import Leg, leg_id
 from .vocab import (
     ACCELERATORS,
@@ -104,16 +104,16 @@ def _expand_row(engine: str, row: Mapping[str, object], defaults: Mapping[str, o
             flavor=flavor,
             source=source,
             runner=runner,
-            can_run=bool(merged.get("can_run", True)),
+            can_run=typed(merged, "can_run", bool, where, True),
             toolchain=toolchain,
             accelerator=accelerator,
-            experimental=bool(merged.get("experimental", False)),
-            publish=bool(merged.get("publish", True)),
+            experimental=typed(merged, "experimental", bool, where, False),
+            publish=typed(merged, "publish", bool, where, True),
             aggregate=aggregate,
             inputs=_aggregate_inputs(engine, aggregate, flavor, kind, config) if aggregate else (),
-            requires=MappingProxyType({str(k): str(v) for k, v in dict(merged.get("requires", {})).items()}),
-            params=MappingProxyType({str(k): str(v) for k, v in dict(merged.get("params", {})).items()}),
-            version=str(merged.get("version", "")),
+            requires=MappingProxyType(strings(merged, "requires", where)),
+            params=MappingProxyType(strings(merged, "params", where)),
+            version=typed(merged, "version", str, where, ""),
         ))
     return legs
 

@@ -52,7 +52,7 @@ class Filters:
         return " ".join(parts)
 
 
-def _suggest(token: str, valid: Iterable[str]) -> str:
+def suggest(token: str, valid: Iterable[str]) -> str:
     valid = list(valid)
     close = [v for v in valid if token and v.startswith(token)] or difflib.get_close_matches(token, valid, n=1)
     return f" (did you mean {close[0]}?)" if close else ""
@@ -71,7 +71,7 @@ def _canonical(name: str, token: str, vocabulary: tuple[str, ...] | None) -> str
             ) from None
     assert vocabulary is not None
     if lowered not in vocabulary:
-        raise SelectionError(f"unknown {name} {token!r}{_suggest(lowered, vocabulary)}; valid: {', '.join(vocabulary)}")
+        raise SelectionError(f"unknown {name} {token!r}{suggest(lowered, vocabulary)}; valid: {', '.join(vocabulary)}")
     return lowered
 
 
@@ -121,6 +121,6 @@ def select_ids(legs: Sequence[Leg], ids: Sequence[str]) -> list[Leg]:
     chosen = []
     for wanted in ids:
         if wanted not in by_id:
-            raise SelectionError(f"unknown leg {wanted!r}{_suggest(wanted, by_id)}; `scons list` shows every leg id")
+            raise SelectionError(f"unknown leg {wanted!r}{suggest(wanted, by_id)}; `scons list` shows every leg id")
         chosen.append(by_id[wanted])
     return chosen
