@@ -388,6 +388,26 @@ def _wheel_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     )
 
 
+# The delegates of the source builds (DELEGATES' switches) and of the published wheels.
+ACCELERATORS = {
+    "coreml": kit.Support(("macos", "ios"), ("build", "prebuilt")),
+    "mps": kit.Support(("macos", "ios")),
+    "mlx": kit.Support(("macos-arm64",), ("build", "prebuilt")),
+    "vulkan": kit.Support(("linux",)),
+}
+
+
+def validate(leg: Leg) -> None:
+    kit.check_accelerators(leg, ACCELERATORS)
+    kit.refuse_unless(leg, leg.os != "wasm", "has no WASM build")
+    kit.refuse_unless(leg, leg.config == "release", "builds Release only")
+    if leg.source == "prebuilt":
+        kit.refuse_unless(leg, leg.kind == "shared" and leg.os in ("linux", "macos") and "wheel" in leg.params,
+                          "repackages the shared runtime of the linux and macos wheels, named by params wheel")
+    else:
+        kit.refuse_unless(leg, leg.kind in ("static", "xcframework"), "builds static libraries from source")
+
+
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     if leg.platform == "ios":
         return _ios_plan(leg, engine, archive)

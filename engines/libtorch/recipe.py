@@ -154,6 +154,25 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     )
 
 
+# MPS from source on Apple silicon (USE_MPS=1); CUDA from the cu130 release zips.
+ACCELERATORS = {
+    "mps": kit.Support(("macos-arm64",)),
+    "cuda": kit.Support(("linux-x86_64", "windows-x86_64"), ("prebuilt",)),
+}
+
+
+def validate(leg: Leg) -> None:
+    kit.check_accelerators(leg, ACCELERATORS)
+    kit.refuse_unless(leg, leg.os in ("macos", "linux", "windows"),
+                      "builds for macos, linux and windows only (PyTorch's mobile and web builds are other projects)")
+    # Registration relies on static initializers, and upstream's static releases ended at 2.1.2.
+    kit.refuse_unless(leg, leg.kind == "shared", "ships shared libraries only")
+    kit.refuse_unless(leg, leg.config == "release", "builds Release only (build_libtorch.py, the release zips)")
+    if leg.source == "prebuilt":
+        kit.refuse_unless(leg, leg.os in ("linux", "windows") and {"asset", "channel"} <= set(leg.params),
+                          "repackages the linux and windows release zips, named by params asset and channel")
+
+
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     if leg.source == "prebuilt":
         return _prebuilt_plan(leg, engine, archive)

@@ -381,6 +381,18 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     )
 
 
+def validate(leg: Leg) -> None:
+    kit.check_accelerators(leg, {})  # LiteRT GPU and NPU are out of scope: every leg is CPU-only
+    kit.refuse_unless(leg, leg.os != "wasm", "has no WASM build")
+    if leg.source == "prebuilt":
+        kit.refuse_unless(leg, leg.kind == "shared" and {"sub", "file"} <= set(leg.params),
+                          "repackages upstream's shared litert/prebuilt/<sub>/<file> binaries, named by params")
+    elif leg.kind == "shared":
+        kit.refuse_unless(leg, leg.os in SHARED_TARGETS,
+                          f"builds shared libraries from source on {', '.join(SHARED_TARGETS)} only; "
+                          "elsewhere shared legs repackage upstream's prebuilts")
+
+
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     if leg.platform == "ios":
         return _ios_plan(leg, engine, archive)

@@ -237,6 +237,31 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
                 collect=tuple(collect), exclude=tuple(exclude), contract=contract, smoke=_smoke(leg))
 
 
+# The execution providers this recipe builds: CoreML and DirectML from source (build.py
+# --use_coreml / --use_dml), CUDA from upstream's gpu_cuda13 releases.
+ACCELERATORS = {
+    "coreml": kit.Support(("macos", "ios")),
+    "dml": kit.Support(("windows",)),
+    "cuda": kit.Support(("linux-x86_64", "windows-x86_64"), ("prebuilt",)),
+}
+# Upstream releases shared libraries for these platforms (android: the AAR).
+RELEASES = ("linux", "windows", "android")
+
+
+def validate(leg: Leg) -> None:
+    kit.check_accelerators(leg, ACCELERATORS)
+    if leg.source == "prebuilt":
+        kit.refuse_unless(leg, leg.kind == "shared" and (leg.os in RELEASES[:2] or leg.platform == "android"),
+                          f"repackages upstream's shared releases only, for {', '.join(RELEASES)} (the AAR)")
+        needed = ("abis",) if leg.platform == "android" else ("asset", "ext")
+        kit.refuse_unless(leg, all(key in leg.params for key in needed),
+                          f"needs params {', '.join(needed)} to name the release file")
+    elif leg.kind == "shared":
+        kit.refuse_unless(leg, leg.os in ("macos", "windows"),
+                          "builds shared libraries from source on macos and windows only; elsewhere shared "
+                          "legs repackage upstream's release (source = \"prebuilt\")")
+
+
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     if leg.platform == "ios":
         return _ios_plan(leg, engine, archive)

@@ -186,6 +186,18 @@ def _ios_smoke_notes(leg: Leg) -> tuple[str, ...]:
     return notes
 
 
+# The Metal delegate from source on macOS; Google's delegate xcframeworks on iOS.
+DESKTOP_ACCELERATORS = {"metal": kit.Support(("macos",))}
+IOS_ACCELERATORS = {acc: kit.Support(("ios",), ("prebuilt",)) for acc in IOS_DELEGATE_FRAMEWORKS}
+
+
+def validate(leg: Leg) -> None:
+    kit.refuse_unless(leg, (leg.platform == "ios") == (leg.source == "prebuilt"),
+                      "repackages Google's xcframeworks on ios and builds every other platform from source")
+    kit.check_accelerators(leg, IOS_ACCELERATORS if leg.platform == "ios" else DESKTOP_ACCELERATORS)
+    kit.refuse_unless(leg, leg.os != "wasm", "has no WASM toolchain wiring (upstream built WASM only standalone)")
+
+
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     if leg.platform == "ios":
         return _ios_plan(leg, engine, archive)

@@ -54,12 +54,24 @@ def plan_leg(leg: Leg, engine: Engine, matrix: Matrix) -> Plan:
     if leg.aggregate:
         return _aggregate_plan(leg, engine, matrix, archive)
     recipe = _load_recipe(engine.root / "recipe.py")
+    validate = getattr(recipe, "validate", None)
+    if validate is not None:
+        validate(leg)  # refuses, with a DataError, a leg the recipe cannot build
     plan = recipe.plan(leg, engine, archive)
+    plan = replace(plan, warnings=plan.warnings + _outdated_patches(plan, engine))
     if plan.smoke is not None and not leg.can_run:
         plan = replace(plan, smoke=None)
     if plan.smoke is not None:
         plan = replace(plan, smoke=_with_variant_defines(plan.smoke, leg))
     return plan
+
+
+def _outdated_patches(plan: Plan, engine: Engine) -> tuple[str, ...]:
+    return tuple(
+        f"patch {patch.name}: {engine.name} {engine.version} is past its `until` {patch.until}; check whether "
+        f"upstream has the fix ({patch.upstream or patch.reason}), then remove the patch or raise `until` "
+        f"in engines/{engine.name}/engine.toml"
+        for patch in plan.patches if patch.outdated_at(engine.version))
 
 
 def _with_variant_defines(smoke: Smoke, leg: Leg) -> Smoke:
