@@ -39,8 +39,8 @@ COMMON_DEFINES = {
     "EXECUTORCH_XNNPACK_ENABLE_WEIGHT_CACHE": "ON",
 }
 # The configure-time codegen imports torch via find_spec: it must be the interpreter that
-# holds the pinned torch, not whichever python3 comes first on PATH.
-PYTHON_DEFINE = {"PYTHON_EXECUTABLE": "{python}"}
+# holds the pinned torch (the leg's venv), not whichever python3 comes first on PATH.
+PYTHON_DEFINE = {"PYTHON_EXECUTABLE": "{venv_python}"}
 
 # Accelerator -> (CMake switch, exported CMake target). Only -gpu legs name accelerators
 # (variants/executorch.toml), so CPU legs can never carry one of these switches.
@@ -121,7 +121,7 @@ def _deployment_target(leg: Leg) -> str:
 
 
 def _pip(*args: str) -> tuple[str, ...]:
-    return ("{python}", "-m", "pip", "install", *args)
+    return ("{venv_python}", "-m", "pip", "install", *args)
 
 
 def _python_setup() -> list[Command]:
@@ -149,7 +149,7 @@ def _torch_from_source() -> list[Command]:
         Command("pytorch requirements", _pip("-r", f"{PYTORCH}/requirements-build.txt"), cwd=PYTORCH),
         Command("pytorch deps", _pip("pyyaml", "typing_extensions", "setuptools", "numpy"), cwd=PYTORCH),
         Command("pytorch fresh cache", ("cmake", "-E", "rm", "-f", f"{PYTORCH}/build/CMakeCache.txt"), cwd=PYTORCH),
-        Command("pytorch", ("{python}", "tools/build_libtorch.py"), env=frozen(PYTORCH_ENV), cwd=PYTORCH),
+        Command("pytorch", ("{venv_python}", "tools/build_libtorch.py"), env=frozen(PYTORCH_ENV), cwd=PYTORCH),
         Command("pytorch headers", ("{python}", "-c", REQUIRE_DIR, f"{PYTORCH}/torch/include",
                                     f"ERROR: pytorch source build produced no torch/include headers under {PYTORCH}"),
                 cwd=PYTORCH),

@@ -111,7 +111,7 @@ ACL_SCONS_ARGS = ("Werror=0", "debug=0", "neon=1", "opencl=0", "embed_kernels=0"
 
 def _acl_commands() -> list[Command]:
     return [
-        Command("acl scons", ("{python}", "-m", "pip", "install", "scons")),
+        Command("acl scons", ("{venv_python}", "-m", "pip", "install", "scons")),  # the venv's scons runs next
         Command("acl", ("scons", *ACL_SCONS_ARGS, "-j{jobs}"), cwd="{src:acl}"),
     ]
 
@@ -119,10 +119,11 @@ def _acl_commands() -> list[Command]:
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     env = _environment(leg, engine)
     build = [
-        Command("pip", ("{python}", "-m", "pip", "install", "--upgrade", "pip")),
+        Command("pip", ("{venv_python}", "-m", "pip", "install", "--upgrade", "pip")),
         # requirements.txt would pull lintrunner, which has no win-arm64 wheel.
-        Command("pip build deps", ("{python}", "-m", "pip", "install", "-r", "{src}/requirements-build.txt")),
-        Command("pip tools", ("{python}", "-m", "pip", "install", "pyyaml", "typing_extensions", "setuptools", "numpy")),
+        Command("pip build deps", ("{venv_python}", "-m", "pip", "install", "-r", "{src}/requirements-build.txt")),
+        Command("pip tools", ("{venv_python}", "-m", "pip", "install", "pyyaml", "typing_extensions", "setuptools",
+                              "numpy")),
     ]
     downloads = [kit.git_source(engine)]
     if leg.os == "linux":
@@ -131,7 +132,7 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     build += [
         # Cached CMake variables are sticky: an environment change (BLAS, USE_MPS) would be ignored.
         Command("fresh cache", ("cmake", "-E", "rm", "-f", "{src}/build/CMakeCache.txt")),
-        Command("build_libtorch", ("{python}", "tools/build_libtorch.py"), env=env),
+        Command("build_libtorch", ("{venv_python}", "tools/build_libtorch.py"), env=env),
     ]
     collect = [CopyRule(f"{{src}}/torch/{d}/**", d, required=d != "bin") for d in PACKAGE_DIRS]
     fixups: list[Command] = []

@@ -234,7 +234,7 @@ class Graph:
                                                                   "tools": self._build_tools(),
                                                                   "environment": self._build_environment(plan)})],
                                   "build", leg.id, leg.id)
-            self.env.Clean(build, [str(dirs.build), str(dirs.install)])
+            self.env.Clean(build, [str(dirs.build), str(dirs.install), str(dirs.venv)])
             previous = [build]
         stage_payload = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
                          "fixups": plan.fixups, "sign": self._signs(leg)}

@@ -23,7 +23,7 @@ COMMON = (
     "-DEXECUTORCH_BUILD_EXTENSION_RUNNER_UTIL=ON", "-DEXECUTORCH_BUILD_EXTENSION_EVALUE_UTIL=ON",
     "-DEXECUTORCH_BUILD_KERNELS_OPTIMIZED=ON", "-DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON",
     "-DEXECUTORCH_BUILD_XNNPACK=ON", "-DEXECUTORCH_XNNPACK_ENABLE_WEIGHT_CACHE=ON",
-    "-DPYTHON_EXECUTABLE={python}",
+    "-DPYTHON_EXECUTABLE={venv_python}",
 )
 IOS_OFF = (
     "-DEXECUTORCH_BUILD_EXTENSION_LLM=OFF", "-DEXECUTORCH_BUILD_EXTENSION_LLM_RUNNER=OFF",
@@ -120,8 +120,9 @@ def test_exact_argv_macos_arm64(plans: dict[str, Plan]) -> None:
     plan = plans["executorch-macos-arm64-static"]
     assert argv(plan, "configure") == ("cmake", "-S", "{src}", "-B", "{build}", *COMMON,
                                        "-DCMAKE_OSX_ARCHITECTURES=arm64", "-DCMAKE_OSX_DEPLOYMENT_TARGET=12.0")
-    assert argv(plan, "torch") == ("{python}", "-m", "pip", "install", "torch==2.12.0",
-                                   "--extra-index-url", "https://download.pytorch.org/whl/test/cpu")
+    pins = load_matrix(ROOT).engines[ENGINE].pins
+    assert argv(plan, "torch") == ("{venv_python}", "-m", "pip", "install", f"torch=={pins['torch']}",
+                                   "--extra-index-url", pins["torch_index"])
 
 
 def test_exact_argv_linux(plans: dict[str, Plan]) -> None:
@@ -157,12 +158,12 @@ def test_exact_argv_android(plans: dict[str, Plan]) -> None:
 def test_exact_argv_ios(plans: dict[str, Plan]) -> None:
     cpu = plans["executorch-ios-xcframework"]
     assert argv(cpu, "configure ios") == (
-        "cmake", "-S", "{src}", "-B", "{build}/ios", "--preset", "ios", "-DPYTHON_EXECUTABLE={python}", *IOS_OFF,
+        "cmake", "-S", "{src}", "-B", "{build}/ios", "--preset", "ios", "-DPYTHON_EXECUTABLE={venv_python}", *IOS_OFF,
         "-DEXECUTORCH_BUILD_COREML=OFF", "-DEXECUTORCH_BUILD_MPS=OFF")
     gpu = plans["executorch-ios-gpu-xcframework"]
     assert argv(gpu, "configure ios-simulator") == (
         "cmake", "-S", "{src}", "-B", "{build}/ios-simulator", "--preset", "ios-simulator",
-        "-DPYTHON_EXECUTABLE={python}", *IOS_OFF)
+        "-DPYTHON_EXECUTABLE={venv_python}", *IOS_OFF)
     for plan in (cpu, gpu):
         assert argv(plan, "bundle ios") == (
             "{python}", "-m", "backends.steps.bundle", "--from-tree", "{build}/ios",
@@ -182,7 +183,7 @@ def test_torch_from_source_only_on_macos_x86_64(plans: dict[str, Plan]) -> None:
         assert any(c.label == "torch" for c in plan.build) != from_source
     plan = plans["executorch-macos-x86_64-gpu-static"]
     pytorch = next(c for c in plan.build if c.label == "pytorch")
-    assert pytorch.argv == ("{python}", "tools/build_libtorch.py") and pytorch.cwd == "{src:pytorch}"
+    assert pytorch.argv == ("{venv_python}", "tools/build_libtorch.py") and pytorch.cwd == "{src:pytorch}"
     assert pytorch.env["PYTHONPATH"] == ""
     assert pytorch.env["MACOSX_DEPLOYMENT_TARGET"] == "12.0"
     assert pytorch.env["CMAKE_OSX_ARCHITECTURES"] == "x86_64"

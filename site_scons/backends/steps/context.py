@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .venv import interpreter as venv_interpreter
+
 _SYMBOL = re.compile(r"\{([a-z_]+\??;?)(?::([^{}]*))?\}")
 
 
@@ -51,6 +53,11 @@ class LegDirs:
     extracts: Mapping[str, Path] = field(default_factory=dict)  # `{extract:<name>}`
     downloads: Mapping[str, Path] = field(default_factory=dict)  # `{download:<name>}`
 
+    @property
+    def venv(self) -> Path:
+        """The leg's private Python environment (steps/venv.py), beside its build directory."""
+        return self.build.with_name("venv")
+
 
 def expand(text: str, dirs: LegDirs, environ: Mapping[str, str]) -> str | None:
     """Replace every symbol in one argument; None means "drop this argument" (`{env?:X}` unset)."""
@@ -69,6 +76,8 @@ def expand(text: str, dirs: LegDirs, environ: Mapping[str, str]) -> str | None:
             return str(jobs_for(arg or ""))
         if name == "python":
             return sys.executable
+        if name == "venv_python":
+            return str(venv_interpreter(dirs.venv))
         if name == "src":
             return str(dirs.sources[arg] if arg else dirs.src)
         if name in ("build", "install", "stage"):

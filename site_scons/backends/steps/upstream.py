@@ -9,6 +9,7 @@ from typing import Mapping, Sequence
 
 from ..model.plan import Command
 from ..run import heavy_slot, limited_env, run
+from . import venv
 from .context import LegDirs, expand, expand_argv
 from .source import copy_tree
 
@@ -21,25 +22,33 @@ SITE_SCONS = Path(__file__).resolve().parents[2]
 
 
 def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
-                environ: Mapping[str, str]) -> dict[str, str]:
+                environ: Mapping[str, str], in_venv: bool = False) -> dict[str, str]:
     """The allow-listed environment plus the plan's additions; `python -m backends.*`
-    commands find this package, and the step graph's settings travel as ANIRA_*."""
+    commands find this package, and the step graph's settings travel as ANIRA_*. In the
+    leg's venv, its scripts come first on PATH."""
     extra = {k: expand(v, dirs, environ) or "" for k, v in {**plan_env, **command.env}.items()}
     extra["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SITE_SCONS), extra.get("PYTHONPATH", "")]))
     extra.update({k: v for k, v in environ.items() if k.startswith("ANIRA_")})
+    if in_venv:
+        extra.update(venv.activation(dirs.venv, os.environ))
     return limited_env(extra)
 
 
 def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,
                  environ: Mapping[str, str], verbose: bool, log_prefix: str = "build") -> list[dict[str, object]]:
-    """Run each command in order; returns what ran (argv, cwd, log) for the manifest."""
+    """Run each command in order; returns what ran (argv, cwd, log) for the manifest.
+    Commands that name `{venv_python}` get the leg's venv, made first; every command then
+    runs in it."""
+    in_venv = venv.uses_venv(commands)
+    if in_venv:
+        venv.ensure(dirs.venv, dirs.logs / f"{log_prefix}-00-venv.log", label)
     ran = []
     for index, command in enumerate(commands, start=1):
         argv = expand_argv(command.argv, dirs, environ)
         cwd = Path(expand(command.cwd, dirs, environ) or dirs.src)
         cwd.mkdir(parents=True, exist_ok=True)
         log = dirs.logs / _log_name(index, command.label).replace("build-", f"{log_prefix}-", 1)
-        run(argv, env=command_env(command, plan_env, dirs, environ), cwd=cwd, log=log,
+        run(argv, env=command_env(command, plan_env, dirs, environ, in_venv), cwd=cwd, log=log,
             label=f"{label} {command.label}", echo=verbose)
         ran.append({"label": command.label, "argv": argv, "cwd": str(cwd), "log": str(log)})
     return ran
