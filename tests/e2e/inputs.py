@@ -3,12 +3,12 @@
 The end-to-end tests need the files the real recipes consume (an ONNX Runtime release
 tarball, a LibTorch CPU tree, an ExecuTorch package), but the machines that run them
 reach only PyPI, Debian's mirror and npm. This module builds those inputs from what the
-registries carry (see spec/offline-sources.md):
+registries carry (docs/upstream.md#offline-sources):
 
 * ``torch_cpu_wheel``            the local torch 2.13.0+cpu wheel (``pip download``)
-* ``ort_linux_x64_release``      ``onnxruntime-linux-x64-1.26.0.tgz`` in upstream's release
+* ``ort_linux_x64_release``      ``onnxruntime-linux-x64-<pin>.tgz`` in upstream's release
                                  layout: library from the PyPI wheel, headers from Debian
-                                 trixie ``libonnxruntime-dev`` (API 21 <= 26)
+                                 trixie ``libonnxruntime-dev`` (API 21 <= the library's)
 * ``ort_linux_x64_cuda_release`` the ``gpu_cuda13`` asset's layout from ``onnxruntime-gpu``
                                  (slow, ~277 MB download; only built when called)
 * ``executorch_wheel`` / ``executorch_wheel_aarch64``  the ExecuTorch wheels
@@ -36,21 +36,28 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import tomllib
 import zipfile
 from pathlib import Path, PurePosixPath
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-ORT_VERSION = "1.26.0"
+def _toml(relative: str) -> dict:
+    return tomllib.loads((REPO_ROOT / relative).read_text())
+
+
+# The versions follow the data: the ONNX Runtime pin, and the version of the ExecuTorch
+# wheel legs (the 1.3.1 wheel carries only the Python extension, its CMake config points
+# at _portable_lib.so; the first wheels with a linkable C++ runtime are the 1.5 series).
+ORT_VERSION = _toml("engines/onnxruntime/engine.toml")["version"]
 TORCH_CPU_VERSION = "2.13.0+cpu"
-# The ExecuTorch pin is 1.3.1, but the 1.3.1 wheel carries only the Python extension
-# (its CMake config points at _portable_lib.so); the first wheels with a linkable C++
-# runtime (lib/libexecutorch.so + share/cmake) are the 1.5 series.
-EXECUTORCH_WHEEL_VERSION = "1.5.1"
+EXECUTORCH_WHEEL_VERSION = next(row["version"] for row in _toml("variants/executorch.toml")["leg"]
+                                if row.get("source") == "prebuilt")
 # Debian trixie's libonnxruntime-dev is 1.21 (ORT_API_VERSION 21): headers must not be
-# newer than the library (1.29 headers + the 1.26 library fail at OrtGetApiBase).
+# newer than the library (1.29 headers + the 1.26 library fail at OrtGetApiBase). ORT
+# 1.x's C API version is its minor version.
 ORT_HEADERS_SUITE = "trixie"
-ORT_MAX_API_VERSION = 26
+ORT_MAX_API_VERSION = int(ORT_VERSION.split(".")[1])
 
 PYTHON_TAG = "3.11"
 LINUX_X64_PLATFORM = "manylinux_2_28_x86_64"
@@ -376,7 +383,7 @@ def _ort_release(
 
 
 def ort_linux_x64_release(cache: Path | str | None = None) -> Path:
-    """``onnxruntime-linux-x64-1.26.0.tgz`` in upstream's release layout.
+    """``onnxruntime-linux-x64-<ORT_VERSION>.tgz`` in upstream's release layout.
 
     ``onnxruntime-linux-x64-1.26.0/{include/*.h, lib/libonnxruntime.so.1.26.0,
     lib/libonnxruntime.so.1 ->, lib/libonnxruntime.so ->,

@@ -33,7 +33,7 @@ def probe_wheel(directory: Path) -> Path:
     files = {
         f"{PACKAGE}.py": "def main():\n    print('probe from the leg venv')\n",
         f"{PACKAGE}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: 1.0\n",
-        f"{PACKAGE}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{PACKAGE}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         f"{PACKAGE}-1.0.dist-info/entry_points.txt": f"[console_scripts]\nanira-venv-probe = {PACKAGE}:main\n",
     }
     record = [f"{name},sha256={_digest(text)},{len(text.encode())}" for name, text in files.items()]
