@@ -1,8 +1,8 @@
 """ExecuTorch: a static runtime built from source with CMake (desktop, Android) or with
 ExecuTorch's own `ios` / `ios-simulator` presets (iOS xcframework).
 
-Spec: upstream-spec §2.4 (flags and why), §6.2 rows 12-14 and the iOS row (variants),
-§6.3 (CPU-only default packages), §6.5 items 5, 9 and 10.
+Upstream facts: docs/upstream.md#executorch (flags and why), #variant-legs (the -gpu legs),
+#executorch-cpu-default (CPU-only default packages), #fix-glslc, #fix-mlx-bundling.
 """
 from __future__ import annotations
 
@@ -65,13 +65,13 @@ IOS_OFF_DEFINES = {
     "EXECUTORCH_BUILD_KERNELS_LLM": "OFF",
     "EXECUTORCH_BUILD_KERNELS_TORCHAO": "OFF",
 }
-# The presets enable CoreML + MPS; the CPU xcframework turns them off (spec §6.3).
+# The presets enable CoreML + MPS; the CPU xcframework turns them off (docs/upstream.md#executorch-cpu-default).
 IOS_CPU_DEFINES = {"EXECUTORCH_BUILD_COREML": "OFF", "EXECUTORCH_BUILD_MPS": "OFF"}
 # Host-tool archives are macOS Mach-O: an xcframework rejects mixed platforms. The default
-# exclusion is kept too (upstream's override dropped it, spec §8.4).
+# exclusion is kept too (upstream's override dropped it, docs/upstream.md#static-bundle).
 IOS_BUNDLE_EXCLUDE = r"(/testdata/|-src/|/flatc_ep/|/flatcc_ep/)"
 
-# PyTorch's build env as the libtorch recipe uses it on macOS (spec §2.3), plus the
+# PyTorch's build env as the libtorch recipe uses it on macOS (docs/upstream.md#libtorch-build), plus the
 # x86_64 / 12.0 target. PYTHONPATH is emptied: ExecuTorch's `tools/` shadows PyTorch's.
 PYTORCH_ENV = {
     "USE_CUDA": "0", "USE_ROCM": "0", "USE_CUDNN": "0", "USE_NCCL": "0", "USE_DISTRIBUTED": "0",
@@ -142,7 +142,7 @@ def _torch_wheel(engine: Engine) -> list[Command]:
 
 
 def _torch_from_source() -> list[Command]:
-    """macOS x86_64 has no torch wheel since 2.3: build PyTorch for its headers (spec §2.4)."""
+    """macOS x86_64 has no torch wheel since 2.3: build PyTorch for its headers (docs/upstream.md#executorch-torch-headers)."""
     native = f"{PYTORCH}/aten/src/ATen/native"
     packaged = f"{PYTORCH}/torchgen/packaged/ATen/native"
     return [
@@ -218,7 +218,7 @@ def _collect(leg: Leg) -> list[CopyRule]:
     rules = [CopyRule("{install}/include/**", "include"), CopyRule("{install}/lib/**", "lib")]
     if "mlx" in leg.accelerator:
         # MLX is not installed by ExecuTorch; its metallib must sit beside the libraries. Upstream
-        # gated this on a never-set shell variable, so it never shipped (spec §6.5 item 9).
+        # gated this on a never-set shell variable, so it never shipped (docs/upstream.md#fix-mlx-bundling).
         rules += [CopyRule("{build}/**/libmlx.a", "lib", rename="libmlx.a"),
                   CopyRule("{build}/**/mlx.metallib", "lib", rename="mlx.metallib")]
     return rules
@@ -275,7 +275,7 @@ def _desktop_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         leg=leg, version=engine.version, archive=archive,
         downloads=_downloads(leg, engine),
         patches=kit.patches_for(engine, leg),
-        compiler_cache=leg.os != "windows",  # sccache and MSVC's /Fd PDB handling clash (spec §2.4)
+        compiler_cache=leg.os != "windows",  # sccache and MSVC's /Fd PDB handling clash (docs/upstream.md#executorch-build)
         env=frozen(_plan_env(leg)),
         build=tuple(_desktop_build(leg, engine)),
         collect=tuple(_collect(leg)),
@@ -321,7 +321,7 @@ def _ios_build(leg: Leg, engine: Engine) -> list[Command]:
     for preset in IOS_PRESETS:
         xcframework += ["-library", f"{{build}}/xcframework/{preset}/libexecutorch.a", "-headers", headers]
     build += [
-        # Upstream swallowed a failing install (`|| true`, spec §8.1): here it fails the leg.
+        # Upstream swallowed a failing install (`|| true`, docs/upstream.md#false-greens): here it fails the leg.
         Command("clean headers", ("cmake", "-E", "rm", "-rf", "{build}/ios-install")),
         Command("headers", ("cmake", "--install", _ios_slice_dir("ios"), "--config", "Release",
                             "--prefix", "{build}/ios-install")),
@@ -353,7 +353,7 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
 
 # Libraries of the wheel per accelerator; delegates a flavor does not ship are dropped, and
 # with them their exported targets (the wheel's config defines a component only when its
-# library exists). QNN and OpenVINO need vendor SDKs at run time: out of scope (spec §6.1).
+# library exists). QNN and OpenVINO need vendor SDKs at run time: out of scope (docs/upstream.md#variant-model).
 WHEEL_DELEGATES = {
     "coreml": ("lib/libexecutorch_backend_coreml.*",),
     "mlx": ("lib/libexecutorch_backend_mlx.*", "lib/mlx.metallib"),

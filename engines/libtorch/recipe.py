@@ -1,6 +1,6 @@
 """LibTorch: repackage the `shared-with-deps` release zips, or run PyTorch's build_libtorch.py.
 
-Spec: upstream-spec §2.3 (environment per platform and why), §6.2 rows 9-11 (variants).
+Upstream facts: docs/upstream.md#libtorch (environment per platform and why), #variant-legs (variants).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """ONNX Runtime: ORT's own tools/ci_build/build.py for source legs, release repackaging else.
 
-Spec: upstream-spec §2.2 (flags and why), §6.2 rows 1-8 (variants), §6.4 (headers).
+Upstream facts: docs/upstream.md#onnxruntime (flags and why), #variant-legs (variants), #ort-headers.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _shipped_eps(leg: Leg) -> list[str]:
 
 
 def _foreign_ep_headers(shipped_eps: list[str]) -> list[str]:
-    """EP headers a package must not carry: headers advertise execution providers (spec §6.4)."""
+    """EP headers a package must not carry: headers advertise execution providers (docs/upstream.md#ort-headers)."""
     return [f"**/{name}" for acc, name in EP_HEADER_FILES.items() if acc not in shipped_eps]
 
 
@@ -169,7 +169,7 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         build.append(_re2(slice_dir, "Release"))
         build.append(Command(f"bundle {slice_name}", (
             "{python}", "-m", "backends.steps.bundle", "--from-tree", f"{slice_dir}/Release",
-            # Upstream kept full libprotobuf in the iOS slices only (spec §8.4); same rule as desktop here.
+            # Upstream kept full libprotobuf in the iOS slices only (docs/upstream.md#ort-ios); same rule as desktop here.
             "--exclude", BUNDLE_EXCLUDE, "--out", f"{slice_dir}/libonnxruntime.a")))
     # The headers are staged first (include/), then fused with both slices into the framework.
     xcframework = Command("xcframework", (

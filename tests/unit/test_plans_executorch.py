@@ -1,5 +1,5 @@
-"""Golden assertions over every ExecuTorch leg's plan (upstream-spec §2.4, §6.2 rows 12-14,
-§6.3, §6.5 items 5, 9, 10)."""
+"""Golden assertions over every ExecuTorch leg's plan (docs/upstream.md#executorch,
+#variant-legs, #executorch-cpu-default, #fix-glslc, #fix-mlx-bundling)."""
 from __future__ import annotations
 
 from pathlib import Path

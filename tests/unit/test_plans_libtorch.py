@@ -1,4 +1,4 @@
-"""Golden plans for every LibTorch leg (upstream-spec §2.3, §6.2 rows 9-11)."""
+"""Golden plans for every LibTorch leg (docs/upstream.md#libtorch, #variant-legs)."""
 from pathlib import Path
 
 import pytest

@@ -1,4 +1,4 @@
-"""Golden assertions over every LiteRT leg's plan (upstream-spec §1.6, §2.5, §8.2, §8.4)."""
+"""Golden assertions over every LiteRT leg's plan (docs/upstream.md#litert, #legs-per-engine, #non-hermetic)."""
 from __future__ import annotations
 
 from pathlib import Path

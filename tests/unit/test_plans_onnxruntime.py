@@ -1,4 +1,4 @@
-"""Golden plans for every ONNX Runtime leg (upstream-spec §2.2, §6.2 rows 1-8, §6.4)."""
+"""Golden plans for every ONNX Runtime leg (docs/upstream.md#onnxruntime, #variant-legs, #ort-headers)."""
 from pathlib import Path
 
 import pytest

@@ -1,5 +1,5 @@
-"""Golden assertions over every TFLite leg's plan (upstream-spec §1.1, §2.1, §6.2 rows 15-18 and
-the iOS row, §8.4) and the wrapper project's key facts."""
+"""Golden assertions over every TFLite leg's plan (docs/upstream.md#tflite, #leg-names,
+#variant-legs) and the wrapper project's key facts."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -176,7 +176,7 @@ def _check_patches(engines: Mapping[str, Engine], legs: list[Leg]) -> None:
 
 
 def engine_names(project_root: Path) -> list[str]:
-    """Engines that have data, the known five first (DESIGN's order), then any others."""
+    """Engines that have data, the known five first (vocab.ENGINES' order), then any others."""
     found = {path.stem for path in (project_root / "variants").glob("*.toml")}
     return [name for name in ENGINES if name in found] + sorted(found - set(ENGINES))
 
