@@ -142,7 +142,8 @@ def _torch_wheel(engine: Engine) -> list[Command]:
 
 
 def _torch_from_source() -> list[Command]:
-    """macOS x86_64 has no torch wheel since 2.3: build PyTorch for its headers (docs/upstream.md#executorch-torch-headers)."""
+    """macOS x86_64 has no torch wheel since 2.3: build PyTorch for its headers
+    (docs/upstream.md#executorch-torch-headers)."""
     native = f"{PYTORCH}/aten/src/ATen/native"
     packaged = f"{PYTORCH}/torchgen/packaged/ATen/native"
     return [
@@ -275,7 +276,8 @@ def _desktop_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         leg=leg, version=engine.version, archive=archive,
         downloads=_downloads(leg, engine),
         patches=kit.patches_for(engine, leg),
-        compiler_cache=leg.os != "windows",  # sccache and MSVC's /Fd PDB handling clash (docs/upstream.md#executorch-build)
+        # sccache and MSVC's /Fd PDB handling clash (docs/upstream.md#executorch-build)
+        compiler_cache=leg.os != "windows",
         env=frozen(_plan_env(leg)),
         build=tuple(_desktop_build(leg, engine)),
         collect=tuple(_collect(leg)),

@@ -169,7 +169,8 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         build.append(_re2(slice_dir, "Release"))
         build.append(Command(f"bundle {slice_name}", (
             "{python}", "-m", "backends.steps.bundle", "--from-tree", f"{slice_dir}/Release",
-            # Upstream kept full libprotobuf in the iOS slices only (docs/upstream.md#ort-ios); same rule as desktop here.
+            # Upstream kept full libprotobuf in the iOS slices only (docs/upstream.md#ort-ios);
+            # same rule as desktop here.
             "--exclude", BUNDLE_EXCLUDE, "--out", f"{slice_dir}/libonnxruntime.a")))
     # The headers are staged first (include/), then fused with both slices into the framework.
     xcframework = Command("xcframework", (

@@ -39,7 +39,8 @@ def _aggregate_plan(leg: Leg, engine: Engine, matrix: Matrix, archive: str) -> P
         smoke = slice_plans[-1].smoke
     else:
         abis = [p.split("-", 1)[1] for p in AGGREGATE_SLICES["android-bundle"]]
-        # The bundle holds include/ and each ABI's libraries (docs/upstream.md#android-bundle), not the slices' lib/cmake.
+        # The bundle holds include/ and each ABI's libraries (docs/upstream.md#android-bundle),
+        # not the slices' lib/cmake.
         libraries = [p for p in first.required if p.startswith("lib/") and p.count("/") == 1]
         required = tuple(p for p in first.required if not p.startswith("lib/"))
         required += tuple(f"lib/{abi}/{Path(p).name}" for abi in abis for p in libraries)
