@@ -65,14 +65,15 @@ IOS_OFF_DEFINES = {
     "EXECUTORCH_BUILD_KERNELS_LLM": "OFF",
     "EXECUTORCH_BUILD_KERNELS_TORCHAO": "OFF",
 }
-# The presets enable CoreML + MPS; the CPU xcframework turns them off (docs/upstream.md#executorch-cpu-default).
+# The presets enable CoreML + MPS; the CPU xcframework turns them off
+# (docs/upstream.md#executorch-cpu-default).
 IOS_CPU_DEFINES = {"EXECUTORCH_BUILD_COREML": "OFF", "EXECUTORCH_BUILD_MPS": "OFF"}
 # Host-tool archives are macOS Mach-O: an xcframework rejects mixed platforms. The default
 # exclusion is kept too (upstream's override dropped it, docs/upstream.md#static-bundle).
 IOS_BUNDLE_EXCLUDE = r"(/testdata/|-src/|/flatc_ep/|/flatcc_ep/)"
 
-# PyTorch's build env as the libtorch recipe uses it on macOS (docs/upstream.md#libtorch-build), plus the
-# x86_64 / 12.0 target. PYTHONPATH is emptied: ExecuTorch's `tools/` shadows PyTorch's.
+# PyTorch's build env as the libtorch recipe uses it on macOS (docs/upstream.md#libtorch-build),
+# plus the x86_64 / 12.0 target. PYTHONPATH is emptied: ExecuTorch's `tools/` shadows PyTorch's.
 PYTORCH_ENV = {
     "USE_CUDA": "0", "USE_ROCM": "0", "USE_CUDNN": "0", "USE_NCCL": "0", "USE_DISTRIBUTED": "0",
     "USE_TENSORPIPE": "0", "USE_GLOO": "0", "USE_MPI": "0", "BUILD_TEST": "0", "BUILD_PYTHON": "0",
@@ -219,7 +220,8 @@ def _collect(leg: Leg) -> list[CopyRule]:
     rules = [CopyRule("{install}/include/**", "include"), CopyRule("{install}/lib/**", "lib")]
     if "mlx" in leg.accelerator:
         # MLX is not installed by ExecuTorch; its metallib must sit beside the libraries. Upstream
-        # gated this on a never-set shell variable, so it never shipped (docs/upstream.md#fix-mlx-bundling).
+        # gated this on a never-set shell variable, so it never shipped
+        # (docs/upstream.md#fix-mlx-bundling).
         rules += [CopyRule("{build}/**/libmlx.a", "lib", rename="libmlx.a"),
                   CopyRule("{build}/**/mlx.metallib", "lib", rename="mlx.metallib")]
     return rules
@@ -323,7 +325,8 @@ def _ios_build(leg: Leg, engine: Engine) -> list[Command]:
     for preset in IOS_PRESETS:
         xcframework += ["-library", f"{{build}}/xcframework/{preset}/libexecutorch.a", "-headers", headers]
     build += [
-        # Upstream swallowed a failing install (`|| true`, docs/upstream.md#false-greens): here it fails the leg.
+        # Upstream swallowed a failing install (`|| true`, docs/upstream.md#false-greens): here
+        # it fails the leg.
         Command("clean headers", ("cmake", "-E", "rm", "-rf", "{build}/ios-install")),
         Command("headers", ("cmake", "--install", _ios_slice_dir("ios"), "--config", "Release",
                             "--prefix", "{build}/ios-install")),
@@ -355,7 +358,8 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
 
 # Libraries of the wheel per accelerator; delegates a flavor does not ship are dropped, and
 # with them their exported targets (the wheel's config defines a component only when its
-# library exists). QNN and OpenVINO need vendor SDKs at run time: out of scope (docs/upstream.md#variant-model).
+# library exists). QNN and OpenVINO need vendor SDKs at run time: out of scope
+# (docs/upstream.md#variant-model).
 WHEEL_DELEGATES = {
     "coreml": ("lib/libexecutorch_backend_coreml.*",),
     "mlx": ("lib/libexecutorch_backend_mlx.*", "lib/mlx.metallib"),

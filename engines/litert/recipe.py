@@ -83,7 +83,8 @@ CLOSURE_NOTE = (
 )
 IMPORT_LIB_NOTE = (
     "fixup import-lib: dumps the DLL's exports and writes the import library with lib.exe/llvm-lib "
-    "/machine; its .def stays outside the stage (upstream shipped LiteRt.def, docs/upstream.md#litert-commit-pin)"
+    "/machine; its .def stays outside the stage (upstream shipped LiteRt.def, "
+    "docs/upstream.md#litert-commit-pin)"
 )
 
 
@@ -246,7 +247,8 @@ def _release_download(leg: Leg, engine: Engine) -> Download:
 def _cpuinfo_download(engine: Engine) -> Download:
     if "cpuinfo" in engine.sources:
         return kit.git_source(engine, "cpuinfo")
-    # [gap] upstream cloned cpuinfo's HEAD (docs/upstream.md#non-hermetic): a commit pin belongs in engine.toml.
+    # [gap] upstream cloned cpuinfo's HEAD (docs/upstream.md#non-hermetic): a commit pin
+    # belongs in engine.toml.
     return Download(name="cpuinfo", url="https://github.com/pytorch/cpuinfo", filename="cpuinfo",
                     kind="git", ref="main", unpack=False)
 

@@ -39,7 +39,8 @@ def _shipped_eps(leg: Leg) -> list[str]:
 
 
 def _foreign_ep_headers(shipped_eps: list[str]) -> list[str]:
-    """EP headers a package must not carry: headers advertise execution providers (docs/upstream.md#ort-headers)."""
+    """EP headers a package must not carry: headers advertise execution providers
+    (docs/upstream.md#ort-headers)."""
     return [f"**/{name}" for acc, name in EP_HEADER_FILES.items() if acc not in shipped_eps]
 
 
@@ -245,15 +246,14 @@ ACCELERATORS = {
     "dml": kit.Support(("windows",)),
     "cuda": kit.Support(("linux-x86_64", "windows-x86_64"), ("prebuilt",)),
 }
-# Upstream releases shared libraries for these platforms (android: the AAR).
-RELEASES = ("linux", "windows", "android")
 
 
 def validate(leg: Leg) -> None:
     kit.check_accelerators(leg, ACCELERATORS)
     if leg.source == "prebuilt":
-        kit.refuse_unless(leg, leg.kind == "shared" and (leg.os in RELEASES[:2] or leg.platform == "android"),
-                          f"repackages upstream's shared releases only, for {', '.join(RELEASES)} (the AAR)")
+        released = leg.kind == "shared" and (leg.os in ("linux", "windows") or leg.platform == "android")
+        kit.refuse_unless(leg, released, "repackages upstream's shared releases only: linux, windows and "
+                                         "android (the AAR)")
         needed = ("abis",) if leg.platform == "android" else ("asset", "ext")
         kit.refuse_unless(leg, all(key in leg.params for key in needed),
                           f"needs params {', '.join(needed)} to name the release file")

@@ -54,20 +54,21 @@ COREML = """  onnxruntime_add_static_library(coreml_proto ${coreml_proto_srcs})
 """
 UNRELATED = "cmake_minimum_required(VERSION 3.20)\nproject(unrelated CXX)\nint main() { return 0; }\n"
 
+ORT_COREML = "cmake/onnxruntime_providers_coreml.cmake"
 # script -> (fixture path, fixture text, a fragment the patched text must contain)
 CASES = {
-    "engines/executorch/patches/win_flatc_exe_byproduct.py": ("third-party/CMakeLists.txt", FLATC,
-                                                              "BUILD_BYPRODUCTS <INSTALL_DIR>/bin/flatc.exe\n"),
-    "engines/executorch/patches/win_wd4996.py": ("kernels/optimized/CMakeLists.txt", WD4996,
-                                                 "set(_common_compile_options /wd4996 -fPIC)"),
-    "engines/executorch/patches/win_static_constexpr_names.py": ("kernels/portable/cpu/op_add.cpp", CONSTEXPR,
-                                                                 'static constexpr auto name = "mul.out";'),
-    "engines/libtorch/patches/win_arm64_uint_typedefs.py": ("aten/src/ATen/cpu/vec/vec256/vec256_int.h", VEC,
-                                                            "typedef unsigned short ushort;"),
-    "engines/onnxruntime/patches/coreml_proto_export.py": ("cmake/onnxruntime_providers_coreml.cmake", COREML,
-                                                           "install(TARGETS coreml_proto EXPORT ${PROJECT_NAME}Targets\n"),
-    "engines/onnxruntime/patches/coreml_proto_build_interface.py": ("cmake/onnxruntime_providers_coreml.cmake", COREML,
-                                                                    '"$<BUILD_INTERFACE:${CMAKE_CURRENT_BINARY_DIR}>")'),
+    "engines/executorch/patches/win_flatc_exe_byproduct.py":
+        ("third-party/CMakeLists.txt", FLATC, "BUILD_BYPRODUCTS <INSTALL_DIR>/bin/flatc.exe\n"),
+    "engines/executorch/patches/win_wd4996.py":
+        ("kernels/optimized/CMakeLists.txt", WD4996, "set(_common_compile_options /wd4996 -fPIC)"),
+    "engines/executorch/patches/win_static_constexpr_names.py":
+        ("kernels/portable/cpu/op_add.cpp", CONSTEXPR, 'static constexpr auto name = "mul.out";'),
+    "engines/libtorch/patches/win_arm64_uint_typedefs.py":
+        ("aten/src/ATen/cpu/vec/vec256/vec256_int.h", VEC, "typedef unsigned short ushort;"),
+    "engines/onnxruntime/patches/coreml_proto_export.py":
+        (ORT_COREML, COREML, "install(TARGETS coreml_proto EXPORT ${PROJECT_NAME}Targets\n"),
+    "engines/onnxruntime/patches/coreml_proto_build_interface.py":
+        (ORT_COREML, COREML, '"$<BUILD_INTERFACE:${CMAKE_CURRENT_BINARY_DIR}>")'),
 }
 # Every patch script in the repository, so a new one without a case fails here.
 SCRIPTS = sorted(path.relative_to(ROOT).as_posix() for path in ROOT.glob("engines/*/patches/*.py"))
