@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+source tools/venv.sh
 mkdir -p .cache/wheels
-python3 -m pip download -q --no-deps --only-binary=:all: -d .cache/wheels torch==2.13.0
+"$PROJECT_PYTHON" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+  -d .cache/wheels torch==2.13.0
 wheel=$(realpath "$(ls .cache/wheels/torch-2.13.0*-manylinux*_x86_64.whl | head -1)")
-scons -Q libtorch-linux-x86_64-shared version=2.13.0 origin="$wheel" "$@"
+"$PROJECT_PYTHON" -m SCons -Q libtorch-linux-x86_64-shared version=2.13.0 origin="$wheel" "$@"

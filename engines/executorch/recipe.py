@@ -1,8 +1,8 @@
 """ExecuTorch: a static runtime built from source with CMake (desktop, Android) or with
 ExecuTorch's own `ios` / `ios-simulator` presets (iOS xcframework).
 
-Spec: upstream-spec §2.4 (flags and why), §6.2 rows 12-14 and the iOS row (variants),
-§6.3 (CPU-only default packages), §6.5 items 5, 9 and 10.
+Upstream facts: docs/upstream.md#executorch (flags and why), #variant-legs (the -gpu legs),
+#executorch-cpu-default (CPU-only default packages), #fix-glslc, #fix-mlx-bundling.
 """
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ COMMON_DEFINES = {
     "EXECUTORCH_XNNPACK_ENABLE_WEIGHT_CACHE": "ON",
 }
 # The configure-time codegen imports torch via find_spec: it must be the interpreter that
-# holds the pinned torch, not whichever python3 comes first on PATH.
-PYTHON_DEFINE = {"PYTHON_EXECUTABLE": "{python}"}
+# holds the pinned torch (the leg's venv), not whichever python3 comes first on PATH.
+PYTHON_DEFINE = {"PYTHON_EXECUTABLE": "{venv_python}"}
 
 # Accelerator -> (CMake switch, exported CMake target). Only -gpu legs name accelerators
 # (variants/executorch.toml), so CPU legs can never carry one of these switches.
@@ -65,14 +65,15 @@ IOS_OFF_DEFINES = {
     "EXECUTORCH_BUILD_KERNELS_LLM": "OFF",
     "EXECUTORCH_BUILD_KERNELS_TORCHAO": "OFF",
 }
-# The presets enable CoreML + MPS; the CPU xcframework turns them off (spec §6.3).
+# The presets enable CoreML + MPS; the CPU xcframework turns them off
+# (docs/upstream.md#executorch-cpu-default).
 IOS_CPU_DEFINES = {"EXECUTORCH_BUILD_COREML": "OFF", "EXECUTORCH_BUILD_MPS": "OFF"}
 # Host-tool archives are macOS Mach-O: an xcframework rejects mixed platforms. The default
-# exclusion is kept too (upstream's override dropped it, spec §8.4).
+# exclusion is kept too (upstream's override dropped it, docs/upstream.md#static-bundle).
 IOS_BUNDLE_EXCLUDE = r"(/testdata/|-src/|/flatc_ep/|/flatcc_ep/)"
 
-# PyTorch's build env as the libtorch recipe uses it on macOS (spec §2.3), plus the
-# x86_64 / 12.0 target. PYTHONPATH is emptied: ExecuTorch's `tools/` shadows PyTorch's.
+# PyTorch's build env as the libtorch recipe uses it on macOS (docs/upstream.md#libtorch-build),
+# plus the x86_64 / 12.0 target. PYTHONPATH is emptied: ExecuTorch's `tools/` shadows PyTorch's.
 PYTORCH_ENV = {
     "USE_CUDA": "0", "USE_ROCM": "0", "USE_CUDNN": "0", "USE_NCCL": "0", "USE_DISTRIBUTED": "0",
     "USE_TENSORPIPE": "0", "USE_GLOO": "0", "USE_MPI": "0", "BUILD_TEST": "0", "BUILD_PYTHON": "0",
@@ -125,7 +126,7 @@ def _deployment_target(leg: Leg) -> str:
 
 
 def _pip(*args: str) -> tuple[str, ...]:
-    return ("{python}", "-m", "pip", "install", *args)
+    return ("{venv_python}", "-m", "pip", "install", *args)
 
 
 def _python_setup() -> list[Command]:
@@ -146,7 +147,8 @@ def _torch_wheel(engine: Engine) -> list[Command]:
 
 
 def _torch_from_source() -> list[Command]:
-    """macOS x86_64 has no torch wheel since 2.3: build PyTorch for its headers (spec §2.4)."""
+    """macOS x86_64 has no torch wheel since 2.3: build PyTorch for its headers
+    (docs/upstream.md#executorch-torch-headers)."""
     native = f"{PYTORCH}/aten/src/ATen/native"
     packaged = f"{PYTORCH}/torchgen/packaged/ATen/native"
     return [
@@ -155,7 +157,7 @@ def _torch_from_source() -> list[Command]:
         Command("pytorch requirements", _pip("-r", f"{PYTORCH}/requirements-build.txt"), cwd=PYTORCH),
         Command("pytorch deps", _pip("pyyaml", "typing_extensions", "setuptools", "numpy"), cwd=PYTORCH),
         Command("pytorch fresh cache", ("cmake", "-E", "rm", "-f", f"{PYTORCH}/build/CMakeCache.txt"), cwd=PYTORCH),
-        Command("pytorch", ("{python}", "tools/build_libtorch.py"), env=frozen(PYTORCH_ENV), cwd=PYTORCH),
+        Command("pytorch", ("{venv_python}", "tools/build_libtorch.py"), env=frozen(PYTORCH_ENV), cwd=PYTORCH),
         Command("pytorch headers", ("{python}", "-c", REQUIRE_DIR, f"{PYTORCH}/torch/include",
                                     f"ERROR: pytorch source build produced no torch/include headers under {PYTORCH}"),
                 cwd=PYTORCH),
@@ -224,7 +226,8 @@ def _collect(leg: Leg) -> list[CopyRule]:
     rules = [CopyRule("{install}/include/**", "include"), CopyRule("{install}/lib/**", "lib")]
     if "mlx" in leg.accelerator:
         # MLX is not installed by ExecuTorch; its metallib must sit beside the libraries. Upstream
-        # gated this on a never-set shell variable, so it never shipped (spec §6.5 item 9).
+        # gated this on a never-set shell variable, so it never shipped
+        # (docs/upstream.md#fix-mlx-bundling).
         rules += [CopyRule("{build}/**/libmlx.a", "lib", rename="libmlx.a"),
                   CopyRule("{build}/**/mlx.metallib", "lib", rename="mlx.metallib")]
     return rules
@@ -281,7 +284,8 @@ def _desktop_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         leg=leg, version=engine.version, archive=archive,
         downloads=_downloads(leg, engine),
         patches=kit.patches_for(engine, leg),
-        compiler_cache=leg.os != "windows",  # sccache and MSVC's /Fd PDB handling clash (spec §2.4)
+        # sccache and MSVC's /Fd PDB handling clash (docs/upstream.md#executorch-build)
+        compiler_cache=leg.os != "windows",
         env=frozen(_plan_env(leg)),
         build=tuple(_desktop_build(leg, engine)),
         collect=tuple(_collect(leg)),
@@ -329,7 +333,8 @@ def _ios_build(leg: Leg, engine: Engine) -> list[Command]:
     for preset in IOS_PRESETS:
         xcframework += ["-library", f"{{build}}/xcframework/{preset}/libexecutorch.a", "-headers", headers]
     build += [
-        # Upstream swallowed a failing install (`|| true`, spec §8.1): here it fails the leg.
+        # Upstream swallowed a failing install (`|| true`, docs/upstream.md#false-greens): here
+        # it fails the leg.
         Command("clean headers", ("cmake", "-E", "rm", "-rf", "{build}/ios-install")),
         Command("headers", ("cmake", "--install", _ios_slice_dir("ios"), "--config", "Release",
                             "--prefix", "{build}/ios-install")),
@@ -361,7 +366,8 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
 
 # Libraries of the wheel per accelerator; delegates a flavor does not ship are dropped, and
 # with them their exported targets (the wheel's config defines a component only when its
-# library exists). QNN and OpenVINO need vendor SDKs at run time: out of scope (spec §6.1).
+# library exists). QNN and OpenVINO need vendor SDKs at run time: out of scope
+# (docs/upstream.md#variant-model).
 WHEEL_DELEGATES = {
     "coreml": ("lib/libexecutorch_backend_coreml.*",),
     "mlx": ("lib/libexecutorch_backend_mlx.*", "lib/mlx.metallib"),
@@ -394,6 +400,26 @@ def _wheel_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
                "threadpool, etdump) with find_package(executorch) through share/cmake; see "
                "docs/executorch-wheel-legs.md for what differs from the static legs",),
     )
+
+
+# The delegates of the source builds (DELEGATES' switches) and of the published wheels.
+ACCELERATORS = {
+    "coreml": kit.Support(("macos", "ios"), ("build", "prebuilt")),
+    "mps": kit.Support(("macos", "ios")),
+    "mlx": kit.Support(("macos-arm64",), ("build", "prebuilt")),
+    "vulkan": kit.Support(("linux",)),
+}
+
+
+def validate(leg: Leg) -> None:
+    kit.check_accelerators(leg, ACCELERATORS)
+    kit.refuse_unless(leg, leg.os != "wasm", "has no WASM build")
+    kit.refuse_unless(leg, leg.config == "release", "builds Release only")
+    if leg.source == "prebuilt":
+        kit.refuse_unless(leg, leg.kind == "shared" and leg.os in ("linux", "macos") and "wheel" in leg.params,
+                          "repackages the shared runtime of the linux and macos wheels, named by params wheel")
+    else:
+        kit.refuse_unless(leg, leg.kind in ("static", "xcframework"), "builds static libraries from source")
 
 
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:

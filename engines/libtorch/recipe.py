@@ -1,6 +1,6 @@
 """LibTorch: repackage the `shared-with-deps` release zips, or run PyTorch's build_libtorch.py.
 
-Spec: upstream-spec §2.3 (environment per platform and why), §6.2 rows 9-11 (variants).
+Upstream facts: docs/upstream.md#libtorch (environment per platform and why), #variant-legs (variants).
 """
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ ACL_SCONS_ARGS = ("Werror=0", "debug=0", "neon=1", "opencl=0", "embed_kernels=0"
 
 def _acl_commands() -> list[Command]:
     return [
-        Command("acl scons", ("{python}", "-m", "pip", "install", "scons")),
+        Command("acl scons", ("{venv_python}", "-m", "pip", "install", "scons")),  # the venv's scons runs next
         Command("acl", ("scons", *ACL_SCONS_ARGS, "-j{jobs}"), cwd="{src:acl}"),
     ]
 
@@ -119,10 +119,11 @@ def _acl_commands() -> list[Command]:
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     env = _environment(leg, engine)
     build = [
-        Command("pip", ("{python}", "-m", "pip", "install", "--upgrade", "pip")),
+        Command("pip", ("{venv_python}", "-m", "pip", "install", "--upgrade", "pip")),
         # requirements.txt would pull lintrunner, which has no win-arm64 wheel.
-        Command("pip build deps", ("{python}", "-m", "pip", "install", "-r", "{src}/requirements-build.txt")),
-        Command("pip tools", ("{python}", "-m", "pip", "install", "pyyaml", "typing_extensions", "setuptools", "numpy")),
+        Command("pip build deps", ("{venv_python}", "-m", "pip", "install", "-r", "{src}/requirements-build.txt")),
+        Command("pip tools", ("{venv_python}", "-m", "pip", "install", "pyyaml", "typing_extensions", "setuptools",
+                              "numpy")),
     ]
     downloads = [kit.git_source(engine)]
     if leg.os == "linux":
@@ -131,7 +132,7 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     build += [
         # Cached CMake variables are sticky: an environment change (BLAS, USE_MPS) would be ignored.
         Command("fresh cache", ("cmake", "-E", "rm", "-f", "{src}/build/CMakeCache.txt")),
-        Command("build_libtorch", ("{python}", "tools/build_libtorch.py"), env=env),
+        Command("build_libtorch", ("{venv_python}", "tools/build_libtorch.py"), env=env),
     ]
     collect = [CopyRule(f"{{src}}/torch/{d}/**", d, required=d != "bin") for d in PACKAGE_DIRS]
     fixups: list[Command] = []
@@ -152,6 +153,25 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         notes=("build_libtorch.py builds in <src>/build and installs into <src>/torch: each leg gets a private "
                "copy of the source tree, so the MPS and CPU builds never share objects",),
     )
+
+
+# MPS from source on Apple silicon (USE_MPS=1); CUDA from the cu130 release zips.
+ACCELERATORS = {
+    "mps": kit.Support(("macos-arm64",)),
+    "cuda": kit.Support(("linux-x86_64", "windows-x86_64"), ("prebuilt",)),
+}
+
+
+def validate(leg: Leg) -> None:
+    kit.check_accelerators(leg, ACCELERATORS)
+    kit.refuse_unless(leg, leg.os in ("macos", "linux", "windows"),
+                      "builds for macos, linux and windows only (PyTorch's mobile and web builds are other projects)")
+    # Registration relies on static initializers, and upstream's static releases ended at 2.1.2.
+    kit.refuse_unless(leg, leg.kind == "shared", "ships shared libraries only")
+    kit.refuse_unless(leg, leg.config == "release", "builds Release only (build_libtorch.py, the release zips)")
+    if leg.source == "prebuilt":
+        kit.refuse_unless(leg, leg.os in ("linux", "windows") and {"asset", "channel"} <= set(leg.params),
+                          "repackages the linux and windows release zips, named by params asset and channel")
 
 
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:

@@ -1,8 +1,8 @@
 """LiteRT C API: upstream's prebuilt `litert/prebuilt/` binaries where they exist, Bazel at the
 same commit elsewhere (static legs merge the link closure into one archive).
 
-Spec: upstream-spec §2.5 (why one commit pins headers, binaries and builds; flags; closure
-merge; Android container; iOS), §1.6 (which legs are prebuilt), §8.4 (LiteRt.def leak).
+Upstream facts: docs/upstream.md#litert (why one commit pins headers, binaries and builds;
+flags; closure merge; Android container; iOS), #legs-per-engine (which legs are prebuilt).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ BUILD_CONFIG_HEADER = "include/litert/build_common/build_config.h"
 SYMBOL = "LiteRtCreateEnvironment"
 HEADER_RULE = CopyRule("{extract:headers}/*/litert/c/**/*.h", "include/litert/c")
 
-# GPU and NPU stay out of every leg (LiteRT GPU is out of scope, spec §6.1).
+# GPU and NPU stay out of every leg (LiteRT GPU is out of scope, docs/upstream.md#variant-model).
 DEFINES = ("--define=litert_disable_gpu=true", "--define=litert_disable_npu=true")
 STATIC_TARGET = "//litert/c:litert_runtime_c_api_so_shim"
 SHARED_TARGETS = {"macos": "//litert/c:litert_runtime_c_api_shared_lib", "windows": "//litert/c:libLiteRt"}
@@ -69,7 +69,7 @@ NOTES = (
 BAZEL_NOTES = (
     "every Bazel command uses a per-leg --output_base and --symlink_prefix under {build}: legs "
     "sharing one source tree never share a server, outputs or bazel-bin (upstream's scratch files "
-    "and bazel-bin were shared, spec §8.2)",
+    "and bazel-bin were shared, docs/upstream.md#non-hermetic)",
     "configure.py reads its answers from stdin and takes EOF as the default answer, which is what "
     "upstream's `yes \"\" |` fed it; the runner gives it no stdin",
 )
@@ -83,7 +83,8 @@ CLOSURE_NOTE = (
 )
 IMPORT_LIB_NOTE = (
     "fixup import-lib: dumps the DLL's exports and writes the import library with lib.exe/llvm-lib "
-    "/machine; its .def stays outside the stage (upstream shipped LiteRt.def, spec §8.4)"
+    "/machine; its .def stays outside the stage (upstream shipped LiteRt.def, "
+    "docs/upstream.md#litert-commit-pin)"
 )
 
 
@@ -248,7 +249,8 @@ def _release_download(leg: Leg, engine: Engine) -> Download:
 def _cpuinfo_download(engine: Engine) -> Download:
     if "cpuinfo" in engine.sources:
         return kit.git_source(engine, "cpuinfo")
-    # [gap] upstream cloned cpuinfo's HEAD (spec §8.2.5): a commit pin belongs in engine.toml.
+    # [gap] upstream cloned cpuinfo's HEAD (docs/upstream.md#non-hermetic): a commit pin
+    # belongs in engine.toml.
     return Download(name="cpuinfo", url="https://github.com/pytorch/cpuinfo", filename="cpuinfo",
                     kind="git", ref="main", unpack=False)
 
@@ -391,6 +393,18 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
                                      "in the fixup step", "no iOS smoke: the nm gates and the contract check it"),
         private_source=True,
     )
+
+
+def validate(leg: Leg) -> None:
+    kit.check_accelerators(leg, {})  # LiteRT GPU and NPU are out of scope: every leg is CPU-only
+    kit.refuse_unless(leg, leg.os != "wasm", "has no WASM build")
+    if leg.source == "prebuilt":
+        kit.refuse_unless(leg, leg.kind == "shared" and {"sub", "file"} <= set(leg.params),
+                          "repackages upstream's shared litert/prebuilt/<sub>/<file> binaries, named by params")
+    elif leg.kind == "shared":
+        kit.refuse_unless(leg, leg.os in SHARED_TARGETS,
+                          f"builds shared libraries from source on {', '.join(SHARED_TARGETS)} only; "
+                          "elsewhere shared legs repackage upstream's prebuilts")
 
 
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:

@@ -1,6 +1,6 @@
 """ONNX Runtime: ORT's own tools/ci_build/build.py for source legs, release repackaging else.
 
-Spec: upstream-spec §2.2 (flags and why), §6.2 rows 1-8 (variants), §6.4 (headers).
+Upstream facts: docs/upstream.md#onnxruntime (flags and why), #variant-legs (variants), #ort-headers.
 """
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def _shipped_eps(leg: Leg) -> list[str]:
 
 
 def _foreign_ep_headers(shipped_eps: list[str]) -> list[str]:
-    """EP headers a package must not carry: headers advertise execution providers (spec §6.4)."""
+    """EP headers a package must not carry: headers advertise execution providers
+    (docs/upstream.md#ort-headers)."""
     return [f"**/{name}" for acc, name in EP_HEADER_FILES.items() if acc not in shipped_eps]
 
 
@@ -177,7 +178,8 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         build.append(_re2(slice_dir, "Release"))
         build.append(Command(f"bundle {slice_name}", (
             "{python}", "-m", "backends.steps.bundle", "--from-tree", f"{slice_dir}/Release",
-            # Upstream kept full libprotobuf in the iOS slices only (spec §8.4); same rule as desktop here.
+            # Upstream kept full libprotobuf in the iOS slices only (docs/upstream.md#ort-ios);
+            # same rule as desktop here.
             "--exclude", BUNDLE_EXCLUDE, "--out", f"{slice_dir}/libonnxruntime.a")))
     # The headers are staged first (include/), then fused with both slices into the framework.
     xcframework = Command("xcframework", (
@@ -243,6 +245,30 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         contract = replace(contract, required=contract.required + (cuda_lib, shared_lib))
     return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download,),
                 collect=tuple(collect), exclude=tuple(exclude), contract=contract, smoke=_smoke(leg))
+
+
+# The execution providers this recipe builds: CoreML and DirectML from source (build.py
+# --use_coreml / --use_dml), CUDA from upstream's gpu_cuda13 releases.
+ACCELERATORS = {
+    "coreml": kit.Support(("macos", "ios")),
+    "dml": kit.Support(("windows",)),
+    "cuda": kit.Support(("linux-x86_64", "windows-x86_64"), ("prebuilt",)),
+}
+
+
+def validate(leg: Leg) -> None:
+    kit.check_accelerators(leg, ACCELERATORS)
+    if leg.source == "prebuilt":
+        released = leg.kind == "shared" and (leg.os in ("linux", "windows") or leg.platform == "android")
+        kit.refuse_unless(leg, released, "repackages upstream's shared releases only: linux, windows and "
+                                         "android (the AAR)")
+        needed = ("abis",) if leg.platform == "android" else ("asset", "ext")
+        kit.refuse_unless(leg, all(key in leg.params for key in needed),
+                          f"needs params {', '.join(needed)} to name the release file")
+    elif leg.kind == "shared":
+        kit.refuse_unless(leg, leg.os in ("macos", "windows"),
+                          "builds shared libraries from source on macos and windows only; elsewhere shared "
+                          "legs repackage upstream's release (source = \"prebuilt\")")
 
 
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:

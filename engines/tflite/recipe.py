@@ -1,8 +1,8 @@
 """TFLite C API: our CMake wrapper (engines/tflite/cmake) over the pinned TensorFlow tree on
 desktop and Android; Google's TensorFlowLiteC xcframeworks repackaged on iOS.
 
-Spec: upstream-spec §2.1 (wrapper semantics, layout, iOS), §1.1 (presets-base facts),
-§6.2 rows 15-18 and the iOS row (Metal / CoreML variants), §3 (bundling).
+Upstream facts: docs/upstream.md#tflite (wrapper semantics, layout, iOS), #leg-names (base
+presets), #variant-legs (Metal / CoreML variants), #static-bundle (bundling).
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
     if leg.os == "android":
         return kit.android_toolchain_defines(leg, engine.pins["android_api"])
     # Upstream's linux-arm64 base set CMAKE_SYSTEM_NAME/PROCESSOR, turning the native aarch64
-    # build into a cross-compile (spec §8.4); native builds here set neither.
+    # build into a cross-compile (docs/upstream.md#leg-names); native builds here set neither.
     return {}
 
 
@@ -189,8 +189,20 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
 def _ios_smoke_notes(leg: Leg) -> tuple[str, ...]:
     notes = ("smoke: a simulator build, run with `xcrun simctl spawn` on a booted device",)
     if leg.accelerator:
-        notes += ("the smoke does not exercise the delegate xcframeworks (spec §6.2 [gap])",)
+        notes += ("the smoke does not exercise the delegate xcframeworks (docs/upstream.md#open-questions)",)
     return notes
+
+
+# The Metal delegate from source on macOS; Google's delegate xcframeworks on iOS.
+DESKTOP_ACCELERATORS = {"metal": kit.Support(("macos",))}
+IOS_ACCELERATORS = {acc: kit.Support(("ios",), ("prebuilt",)) for acc in IOS_DELEGATE_FRAMEWORKS}
+
+
+def validate(leg: Leg) -> None:
+    kit.refuse_unless(leg, (leg.platform == "ios") == (leg.source == "prebuilt"),
+                      "repackages Google's xcframeworks on ios and builds every other platform from source")
+    kit.check_accelerators(leg, IOS_ACCELERATORS if leg.platform == "ios" else DESKTOP_ACCELERATORS)
+    kit.refuse_unless(leg, leg.os != "wasm", "has no WASM toolchain wiring (upstream built WASM only standalone)")
 
 
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:

@@ -196,4 +196,5 @@ def render_plan(plan: Plan) -> str:
         lines.append("  smoke: not run: " + ("the leg cannot run on any CI host" if not leg.can_run
                                               else "no consumer program for this package form"))
     lines += [f"  note: {note}" for note in plan.notes]
+    lines += [f"  warning: {warning}" for warning in plan.warnings]
     return "\n".join(lines)

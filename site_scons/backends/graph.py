@@ -224,7 +224,7 @@ class Graph:
                                partial(actions.build, leg.id),
                                {"commands": plan.build, "env": plan.env, "private": plan.private_source,
                                 **self._environment(plan)})
-            self.env.Clean(build, [str(dirs.build), str(dirs.install)])
+            self.env.Clean(build, [str(dirs.build), str(dirs.install), str(dirs.venv)])
             previous = [build]
         stage_payload = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
                          "fixups": plan.fixups, "sign": actions.signs_here(self.run, leg)}

@@ -3,12 +3,12 @@
 The end-to-end tests need the files the real recipes consume (an ONNX Runtime release
 tarball, a LibTorch CPU tree, an ExecuTorch package), but the machines that run them
 reach only PyPI, Debian's mirror and npm. This module builds those inputs from what the
-registries carry (see spec/offline-sources.md):
+registries carry (docs/upstream.md#offline-sources):
 
 * ``torch_cpu_wheel``            the local torch 2.13.0+cpu wheel (``pip download``)
-* ``ort_linux_x64_release``      ``onnxruntime-linux-x64-1.26.0.tgz`` in upstream's release
+* ``ort_linux_x64_release``      ``onnxruntime-linux-x64-<pin>.tgz`` in upstream's release
                                  layout: library from the PyPI wheel, headers from Debian
-                                 trixie ``libonnxruntime-dev`` (API 21 <= 26)
+                                 trixie ``libonnxruntime-dev`` (API 21 <= the library's)
 * ``ort_linux_x64_cuda_release`` the ``gpu_cuda13`` asset's layout from ``onnxruntime-gpu``
                                  (slow, ~277 MB download; only built when called)
 * ``ort_linux_aarch64_release``  ``onnxruntime-linux-aarch64-1.26.0.tgz``, the same from the
@@ -45,6 +45,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 import urllib.request
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -55,16 +56,22 @@ sys.path.insert(0, str(REPO_ROOT / "site_scons"))
 
 from backends.fixups import import_lib  # noqa: E402  (the project's own .def -> .lib step)
 
-ORT_VERSION = "1.26.0"
+def _toml(relative: str) -> dict:
+    return tomllib.loads((REPO_ROOT / relative).read_text())
+
+
+# The versions follow the data: the ONNX Runtime pin, and the version of the ExecuTorch
+# wheel legs (the 1.3.1 wheel carries only the Python extension, its CMake config points
+# at _portable_lib.so; the first wheels with a linkable C++ runtime are the 1.5 series).
+ORT_VERSION = _toml("engines/onnxruntime/engine.toml")["version"]
 TORCH_CPU_VERSION = "2.13.0+cpu"
-# The ExecuTorch pin is 1.3.1, but the 1.3.1 wheel carries only the Python extension
-# (its CMake config points at _portable_lib.so); the first wheels with a linkable C++
-# runtime (lib/libexecutorch.so + share/cmake) are the 1.5 series.
-EXECUTORCH_WHEEL_VERSION = "1.5.1"
+EXECUTORCH_WHEEL_VERSION = next(row["version"] for row in _toml("variants/executorch.toml")["leg"]
+                                if row.get("source") == "prebuilt")
 # Debian trixie's libonnxruntime-dev is 1.21 (ORT_API_VERSION 21): headers must not be
-# newer than the library (1.29 headers + the 1.26 library fail at OrtGetApiBase).
+# newer than the library (1.29 headers + the 1.26 library fail at OrtGetApiBase). ORT
+# 1.x's C API version is its minor version.
 ORT_HEADERS_SUITE = "trixie"
-ORT_MAX_API_VERSION = 26
+ORT_MAX_API_VERSION = int(ORT_VERSION.split(".")[1])
 
 # The newest ONNX Runtime with PyPI wheels for both macOS architectures (x86_64 ended there).
 ORT_MACOS_VERSION = "1.23.2"
@@ -470,7 +477,7 @@ def _ort_release(
 
 
 def ort_linux_x64_release(cache: Path | str | None = None) -> Path:
-    """``onnxruntime-linux-x64-1.26.0.tgz`` in upstream's release layout.
+    """``onnxruntime-linux-x64-<ORT_VERSION>.tgz`` in upstream's release layout.
 
     ``onnxruntime-linux-x64-1.26.0/{include/*.h, lib/libonnxruntime.so.1.26.0,
     lib/libonnxruntime.so.1 ->, lib/libonnxruntime.so ->,

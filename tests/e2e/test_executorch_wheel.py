@@ -36,7 +36,7 @@ def _smoke(project, leg):
 def test_linux_x86_64_wheel_leg(tmp_path_factory, e2e_cache):
     leg = "executorch-linux-x86_64-shared"
     scons, result = _build(tmp_path_factory, inputs.executorch_wheel(e2e_cache), leg)
-    archive = scons.project / "dist/executorch-1.5.1-Linux-x86_64-shared.zip"
+    archive = scons.project / "dist" / f"executorch-{inputs.EXECUTORCH_WHEEL_VERSION}-Linux-x86_64-shared.zip"
     with zipfile.ZipFile(archive) as handle:
         names = set(handle.namelist())
     assert {"lib/libexecutorch.so", "lib/libexecutorch_backend_xnnpack.so",

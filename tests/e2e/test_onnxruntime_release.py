@@ -1,6 +1,6 @@
 """The ONNX Runtime Linux legs end to end on a real ONNX Runtime library.
 
-The release archive is assembled from what the registries carry (PyPI's 1.26.0 library,
+The release archive is assembled from what the registries carry (PyPI's library at the pin,
 Debian's released headers no newer than it) in upstream's release layout, pinned in a
 copy of engine.toml, and fed through the normal fetch path from a mirror, offline.
 """
@@ -37,7 +37,8 @@ def cpu(tmp_path_factory, e2e_cache):
     return scons, args, scons(*args)
 
 
-ARCHIVE = "onnxruntime-1.26.0-Linux-x86_64-shared.zip"
+V = inputs.ORT_VERSION
+ARCHIVE = f"onnxruntime-{V}-Linux-x86_64-shared.zip"
 EM_AARCH64 = 183  # ELF e_machine
 
 
@@ -53,8 +54,8 @@ def test_archive_layout_and_curation(cpu):
     scons, *_ = cpu
     with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
         infos = {i.filename: i for i in archive.infolist()}
-    assert "lib/libonnxruntime.so.1.26.0" in infos
-    for link, target in (("lib/libonnxruntime.so.1", b"libonnxruntime.so.1.26.0"),
+    assert f"lib/libonnxruntime.so.{V}" in infos
+    for link, target in (("lib/libonnxruntime.so.1", f"libonnxruntime.so.{V}".encode()),
                          ("lib/libonnxruntime.so", b"libonnxruntime.so.1")):
         assert (infos[link].external_attr >> 16) & 0o170000 == 0o120000
         with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
@@ -68,10 +69,10 @@ def test_manifest_records_the_pinned_source(cpu):
     scons, *_ = cpu
     manifest = json.loads((scons.project / "dist" / (ARCHIVE + ".json")).read_text())
     source = manifest["sources"][0]
-    assert source["filename"] == "onnxruntime-linux-x64-1.26.0.tgz"
-    assert source["url"].startswith("https://github.com/microsoft/onnxruntime/releases/download/v1.26.0/")
+    assert source["filename"] == f"onnxruntime-linux-x64-{V}.tgz"
+    assert source["url"].startswith(f"https://github.com/microsoft/onnxruntime/releases/download/v{V}/")
     pin = (scons.project / "engines/onnxruntime/engine.toml").read_text()
-    assert f'"onnxruntime-linux-x64-1.26.0.tgz" = "{source["sha256"]}"' in pin
+    assert f'"onnxruntime-linux-x64-{V}.tgz" = "{source["sha256"]}"' in pin
     assert "path" not in source and "origin" not in source  # a mirror is transport: the bytes are pinned
 
 
@@ -86,7 +87,7 @@ def test_cuda_curation_on_the_gpu_package_layout(tmp_path_factory, e2e_cache):
     project, mirror = _project_with_pin(tmp_path_factory, release)
     scons = Scons(project, tmp_path_factory.mktemp("cache"))
     result = scons("onnxruntime-linux-x86_64-cuda-shared", f"mirror={mirror}", "offline=1")
-    archive = project / "dist" / "onnxruntime-1.26.0-Linux-x86_64-cuda-shared.zip"
+    archive = project / "dist" / f"onnxruntime-{V}-Linux-x86_64-cuda-shared.zip"
     with zipfile.ZipFile(archive) as handle:
         names = set(handle.namelist())
     assert {"lib/libonnxruntime_providers_cuda.so", "lib/libonnxruntime_providers_shared.so"} <= names
@@ -106,8 +107,8 @@ def test_linux_aarch64_leg_runs_under_qemu(tmp_path_factory, e2e_cache):
     scons = Scons(project, tmp_path_factory.mktemp("cache"))
     result = scons(leg, f"mirror={mirror}", "offline=1")
     assert f"[verify] {leg} done" in result.stdout
-    with zipfile.ZipFile(project / "dist" / "onnxruntime-1.26.0-Linux-aarch64-shared.zip") as archive:
-        library = archive.read("lib/libonnxruntime.so.1.26.0")
+    with zipfile.ZipFile(project / "dist" / f"onnxruntime-{V}-Linux-aarch64-shared.zip") as archive:
+        library = archive.read(f"lib/libonnxruntime.so.{V}")
     assert library[:4] == b"\x7fELF" and int.from_bytes(library[18:20], "little") == EM_AARCH64
     smoke = json.loads((project / "build/legs" / leg / "steps/smoke.json").read_text())
     assert smoke["status"] == "passed" and smoke["mode"] == "qemu", smoke

@@ -11,9 +11,12 @@ import zipfile
 
 import pytest
 
-from scratch import Scons, scratch_project
+from backends.model.matrix import load_matrix
+from scratch import REPO, Scons, scratch_project
 
 LEG = "libtorch-linux-x86_64-cuda-shared"
+VERSION = load_matrix(REPO).engines["libtorch"].version
+ARCHIVE = f"libtorch-{VERSION}-Linux-x86_64-cuda-shared.zip"
 KEPT = ["lib/libtorch.so", "lib/libtorch_cpu.so", "lib/libtorch_cuda.so", "lib/libc10.so", "lib/libc10_cuda.so",
         "lib/libcaffe2_nvrtc.so", "lib/libgomp-a34b3233.so.1", "share/cmake/Torch/TorchConfig.cmake",
         "include/torch/csrc/api/include/torch/torch.h", "include/ATen/ATen.h"]
@@ -26,7 +29,7 @@ NVIDIA = ["lib/libcudnn.so.9", "lib/libcudnn_ops.so.9", "lib/libcublas.so.13", "
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("cu130")
-    release = root / "libtorch-shared-with-deps-2.12.0+cu130.zip"
+    release = root / f"libtorch-shared-with-deps-{VERSION}+cu130.zip"
     with zipfile.ZipFile(release, "w") as archive:
         for name in KEPT + NVIDIA:
             archive.writestr(f"libtorch/{name}", f"placeholder for {name}\n")
@@ -36,7 +39,7 @@ def built(tmp_path_factory):
 
 def test_nvidia_redistributables_are_stripped_and_torch_cuda_kept(built):
     scons, _ = built
-    with zipfile.ZipFile(scons.project / "dist/libtorch-2.12.0-Linux-x86_64-cuda-shared.zip") as archive:
+    with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
         names = set(archive.namelist())
     assert set(KEPT) <= names
     assert not names & set(NVIDIA)
@@ -45,7 +48,7 @@ def test_nvidia_redistributables_are_stripped_and_torch_cuda_kept(built):
 def test_smoke_not_run_and_requirements_recorded(built):
     scons, result = built
     assert "smoke not run: the leg cannot run on any CI host (can_run=0)" in result.stdout
-    manifest = json.loads((scons.project / "dist/libtorch-2.12.0-Linux-x86_64-cuda-shared.zip.json").read_text())
+    manifest = json.loads((scons.project / "dist" / f"{ARCHIVE}.json").read_text())
     assert manifest["leg"]["requires"] == {"cuda": "13.x", "cudnn": "9", "driver": "r580+",
                                            "gpu": "Turing (sm_75) or newer"}
     assert manifest["sources"][0]["origin"].endswith("+cu130.zip")
@@ -60,5 +63,5 @@ def test_changing_the_strip_rule_reruns_stage_to_publish_only(tmp_path, built):
     recipe.write_text(recipe.read_text().replace('"cudss")', '"cudss", "gomp-")'))
     rerun = edited(LEG, f"origin={release}")
     assert edited.steps_run(rerun) == ["stage", "archive", "verify", "smoke", "publish"]
-    with zipfile.ZipFile(edited.project / "dist/libtorch-2.12.0-Linux-x86_64-cuda-shared.zip") as archive:
+    with zipfile.ZipFile(edited.project / "dist" / ARCHIVE) as archive:
         assert "lib/libgomp-a34b3233.so.1" not in archive.namelist()

@@ -1,11 +1,12 @@
-"""The leg matrix against the spec's tables (upstream-spec §1.2-1.7, §6.2)."""
-from collections import Counter
+"""The leg matrix against upstream's preset tables and GPU variants (docs/upstream.md), asserted
+per named leg and with versions read from engine.toml: a new row or a version bump breaks nothing."""
 from pathlib import Path
 
 import pytest
 
-from backends.model.matrix import load_matrix
-from backends.model.recipes import archive_name
+from backends.model.engine import version_key
+from backends.model.matrix import AGGREGATE_SLICES, load_matrix
+from backends.model.recipes import archive_name, leg_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,69 +20,102 @@ def _build_legs(matrix):
     return [l for l in matrix.legs if not l.aggregate]
 
 
-NEW_WHEEL_LEGS = {"executorch-linux-x86_64-shared", "executorch-linux-aarch64-shared", "executorch-macos-arm64-shared",
-                  "executorch-macos-arm64-gpu-shared"}
+def _ids(matrix):
+    return {l.id for l in matrix.legs}
 
 
-def test_upstream_presets_are_all_present(matrix):
-    cpu = [l for l in _build_legs(matrix) if l.flavor == "cpu" and l.platform != "ios" and l.id not in NEW_WHEEL_LEGS]
-    assert Counter(l.engine for l in cpu) == {"tflite": 18, "onnxruntime": 18, "libtorch": 6, "executorch": 8,
-                                               "litert": 18}
-    assert len(cpu) == 68
+def _missing(expected, matrix):
+    return sorted(set(expected) - _ids(matrix))
+
+
+# Upstream's presets, per engine (its preset tables): each must stay a leg here. Asserted per
+# named leg, so a new row breaks nothing and a lost one is named.
+DESKTOP = ("macos-x86_64", "macos-arm64", "linux-x86_64", "linux-aarch64", "windows-x86_64", "windows-arm64")
+ANDROID_ABIS = ("android-arm64-v8a", "android-x86_64")
+UPSTREAM_PRESETS = {
+    "tflite": [f"tflite-{p}-{k}" for p in DESKTOP + ANDROID_ABIS for k in ("shared", "static")]
+    + ["tflite-windows-x86_64-static-debug", "tflite-windows-arm64-static-debug"],
+    "onnxruntime": [f"onnxruntime-{p}-static" for p in DESKTOP + ANDROID_ABIS + ("wasm",)]
+    + ["onnxruntime-windows-x86_64-static-debug", "onnxruntime-windows-arm64-static-debug"]
+    + [f"onnxruntime-{p}-shared" for p in DESKTOP + ("android",)],
+    "libtorch": [f"libtorch-{p}-shared" for p in DESKTOP],
+    "executorch": [f"executorch-{p}-static" for p in DESKTOP + ANDROID_ABIS],
+    "litert": [f"litert-{p}-{k}" for p in DESKTOP for k in ("shared", "static")]
+    + [f"litert-{p}-{k}" for p in ANDROID_ABIS for k in ("shared", "static")]
+    + ["litert-windows-x86_64-static-debug", "litert-windows-arm64-static-debug"],
+}
+# The GPU-variant legs upstream's GPU change added (its rows 1-18), iOS variants apart.
+UPSTREAM_VARIANTS = [
+    "onnxruntime-macos-x86_64-gpu-static", "onnxruntime-macos-x86_64-gpu-shared",
+    "onnxruntime-macos-arm64-gpu-static", "onnxruntime-macos-arm64-gpu-shared",
+    "onnxruntime-windows-x86_64-gpu-shared", "onnxruntime-windows-arm64-gpu-shared",
+    "onnxruntime-linux-x86_64-cuda-shared", "onnxruntime-windows-x86_64-cuda-shared",
+    "libtorch-macos-arm64-gpu-shared", "libtorch-linux-x86_64-cuda-shared", "libtorch-windows-x86_64-cuda-shared",
+    "executorch-macos-x86_64-gpu-static", "executorch-macos-arm64-gpu-static", "executorch-linux-x86_64-gpu-static",
+    "tflite-macos-x86_64-gpu-shared", "tflite-macos-x86_64-gpu-static",
+    "tflite-macos-arm64-gpu-shared", "tflite-macos-arm64-gpu-static",
+]
+UPSTREAM_AGGREGATES = [
+    "tflite-macos-universal-static", "tflite-macos-universal-shared", "tflite-android-static",
+    "tflite-android-shared", "tflite-ios-xcframework", "tflite-ios-gpu-xcframework",
+    "onnxruntime-macos-universal-static", "onnxruntime-macos-universal-shared", "onnxruntime-android-static",
+    "onnxruntime-ios-xcframework", "onnxruntime-ios-gpu-xcframework",
+    "libtorch-macos-universal-shared",
+    "executorch-macos-universal-static", "executorch-android-static", "executorch-ios-xcframework",
+    "executorch-ios-gpu-xcframework",
+    "litert-macos-universal-shared", "litert-macos-universal-static", "litert-android-shared",
+    "litert-android-static", "litert-ios-xcframework",
+]
+# The shared ExecuTorch legs from the published wheels, new here (docs/executorch-wheel-legs.md).
+WHEEL_LEGS = ["executorch-linux-x86_64-shared", "executorch-linux-aarch64-shared", "executorch-macos-arm64-shared",
+              "executorch-macos-arm64-gpu-shared"]
+
+
+@pytest.mark.parametrize("engine", sorted(UPSTREAM_PRESETS))
+def test_upstream_presets_are_all_present(matrix, engine):
+    presets = UPSTREAM_PRESETS[engine]
+    assert not _missing(presets, matrix)
+    assert all(matrix.leg(i).flavor == "cpu" and not matrix.leg(i).aggregate for i in presets)
 
 
 def test_gpu_variant_legs(matrix):
-    variants = [l for l in _build_legs(matrix) if l.flavor != "cpu" and l.platform != "ios"
-                and l.id not in NEW_WHEEL_LEGS]
-    assert sorted(l.id for l in variants) == sorted([
-        "onnxruntime-macos-x86_64-gpu-static", "onnxruntime-macos-x86_64-gpu-shared",
-        "onnxruntime-macos-arm64-gpu-static", "onnxruntime-macos-arm64-gpu-shared",
-        "onnxruntime-windows-x86_64-gpu-shared", "onnxruntime-windows-arm64-gpu-shared",
-        "onnxruntime-linux-x86_64-cuda-shared", "onnxruntime-windows-x86_64-cuda-shared",
-        "libtorch-macos-arm64-gpu-shared", "libtorch-linux-x86_64-cuda-shared", "libtorch-windows-x86_64-cuda-shared",
-        "executorch-macos-x86_64-gpu-static", "executorch-macos-arm64-gpu-static",
-        "executorch-linux-x86_64-gpu-static",
-        "tflite-macos-x86_64-gpu-shared", "tflite-macos-x86_64-gpu-static",
-        "tflite-macos-arm64-gpu-shared", "tflite-macos-arm64-gpu-static",
-    ])
+    assert not _missing(UPSTREAM_VARIANTS, matrix)
+    assert {matrix.leg(i).flavor for i in UPSTREAM_VARIANTS} == {"gpu", "cuda"}
 
 
 def test_aggregates(matrix):
-    aggregates = {l.id: l for l in matrix.legs if l.aggregate or l.platform == "ios"}
-    assert sorted(aggregates) == sorted([
-        "tflite-macos-universal-static", "tflite-macos-universal-shared", "tflite-android-static",
-        "tflite-android-shared", "tflite-ios-xcframework", "tflite-ios-gpu-xcframework",
-        "onnxruntime-macos-universal-static", "onnxruntime-macos-universal-shared", "onnxruntime-android-static",
-        "onnxruntime-macos-universal-gpu-static", "onnxruntime-macos-universal-gpu-shared",
-        "onnxruntime-ios-xcframework", "onnxruntime-ios-gpu-xcframework",
-        "libtorch-macos-universal-shared",
-        "executorch-macos-universal-static", "executorch-android-static", "executorch-ios-xcframework",
-        "executorch-ios-gpu-xcframework",
-        "litert-macos-universal-shared", "litert-macos-universal-static", "litert-android-shared",
-        "litert-android-static", "litert-ios-xcframework",
-    ])
-    assert aggregates["libtorch-macos-universal-shared"].inputs == (
+    assert not _missing(UPSTREAM_AGGREGATES, matrix)
+    for leg in matrix.legs:
+        if leg.aggregate:
+            slices = [matrix.leg(i) for i in leg.inputs]
+            assert [s.platform for s in slices] == list(AGGREGATE_SLICES[leg.aggregate]), leg.id
+            assert {(s.engine, s.flavor, s.kind, s.config) for s in slices} == {
+                (leg.engine, leg.flavor, leg.kind, leg.config)}, leg.id
+    assert matrix.leg("libtorch-macos-universal-shared").inputs == (
         "libtorch-macos-x86_64-shared", "libtorch-macos-arm64-shared")
-    assert aggregates["onnxruntime-android-static"].inputs == (
+    assert matrix.leg("onnxruntime-android-static").inputs == (
         "onnxruntime-android-arm64-v8a-static", "onnxruntime-android-x86_64-static")
     assert aggregates["onnxruntime-macos-universal-gpu-shared"].inputs == (
         "onnxruntime-macos-x86_64-gpu-shared", "onnxruntime-macos-arm64-gpu-shared")
 
 
-def test_published_archive_counts_match_upstream(matrix):
-    """spec §1.7, except LiteRT's per-ABI Android static archives, which no longer leak (§8.4)."""
-    published = Counter(l.engine for l in matrix.legs if l.publish and l.flavor == "cpu" and l.id not in NEW_WHEEL_LEGS)
-    assert published == {"tflite": 19, "onnxruntime": 20, "libtorch": 7, "executorch": 9, "litert": 19}
+def test_per_abi_android_legs_feed_the_bundle_only(matrix):
+    """Upstream published per-ABI Android archives only by accident (LiteRT's static legs); here
+    every per-ABI leg feeds the Android bundle and every other leg is published."""
+    for leg in matrix.legs:
+        per_abi = leg.os == "android" and leg.platform != "android"
+        assert leg.publish == (not per_abi), leg.id
 
 
 def test_executorch_wheel_legs(matrix):
     """The new shared legs repackage the published wheels, which carry a C++ runtime since 1.5."""
-    legs = {l.id: l for l in matrix.legs if l.id in NEW_WHEEL_LEGS}
-    assert len(legs) == 4
-    assert all(l.source == "prebuilt" and l.kind == "shared" and l.version == "1.5.1" for l in legs.values())
-    assert legs["executorch-macos-arm64-gpu-shared"].accelerator == ("coreml", "mlx")
-    assert archive_name(legs["executorch-linux-x86_64-shared"], matrix.engines["executorch"].with_version("1.5.1")) \
-        == "executorch-1.5.1-Linux-x86_64-shared.zip"
+    assert not _missing(WHEEL_LEGS, matrix)
+    legs = [matrix.leg(i) for i in WHEEL_LEGS]
+    assert all(l.source == "prebuilt" and l.kind == "shared" and version_key(l.version) >= (1, 5) for l in legs)
+    assert matrix.leg("executorch-macos-arm64-gpu-shared").accelerator == ("coreml", "mlx")
+    leg = matrix.leg("executorch-linux-x86_64-shared")
+    engine = leg_engine(matrix, leg)
+    assert archive_name(leg, engine) == f"executorch-{leg.version}-Linux-x86_64-shared.zip"
 
 
 @pytest.mark.parametrize("leg_id, runner, can_run, toolchain, source", [
@@ -121,25 +155,28 @@ def test_msvc_arch_is_derived(matrix):
     assert matrix.leg("tflite-linux-x86_64-static").msvc_arch == ""
 
 
+# Upstream's archive names, with the engine's version from its engine.toml.
 @pytest.mark.parametrize("leg_id, archive", [
-    ("onnxruntime-macos-arm64-gpu-static", "onnxruntime-1.26.0-macOS-arm64-gpu-static.zip"),
-    ("libtorch-linux-x86_64-cuda-shared", "libtorch-2.12.0-Linux-x86_64-cuda-shared.zip"),
-    ("tflite-windows-arm64-static-debug", "tensorflowlite_c-2.17.0-Windows-arm64-static-debug.zip"),
-    ("onnxruntime-android-shared", "onnxruntime-1.26.0-Android-shared.zip"),
-    ("litert-macos-universal-static", "LiteRt-2.1.5-macOS-universal-static.zip"),
-    ("onnxruntime-ios-gpu-xcframework", "onnxruntime-1.26.0-iOS-gpu-xcframework.zip"),
-    ("onnxruntime-ios-xcframework", "onnxruntime-1.26.0-iOS-xcframework.zip"),
-    ("onnxruntime-wasm-static", "onnxruntime-1.26.0-WASM-static.zip"),
-    ("executorch-android-static", "executorch-1.3.1-Android-static.zip"),
-    ("tflite-android-arm64-v8a-shared", "tensorflowlite_c-2.17.0-Android-arm64-v8a-shared.zip"),
-    ("libtorch-macos-universal-shared", "libtorch-2.12.0-macOS-universal-shared.zip"),
-    ("tflite-linux-aarch64-static", "tensorflowlite_c-2.17.0-Linux-aarch64-static.zip"),
+    ("onnxruntime-macos-arm64-gpu-static", "onnxruntime-{version}-macOS-arm64-gpu-static.zip"),
+    ("libtorch-linux-x86_64-cuda-shared", "libtorch-{version}-Linux-x86_64-cuda-shared.zip"),
+    ("tflite-windows-arm64-static-debug", "tensorflowlite_c-{version}-Windows-arm64-static-debug.zip"),
+    ("onnxruntime-android-shared", "onnxruntime-{version}-Android-shared.zip"),
+    ("litert-macos-universal-static", "LiteRt-{version}-macOS-universal-static.zip"),
+    ("onnxruntime-ios-gpu-xcframework", "onnxruntime-{version}-iOS-gpu-xcframework.zip"),
+    ("onnxruntime-ios-xcframework", "onnxruntime-{version}-iOS-xcframework.zip"),
+    ("onnxruntime-wasm-static", "onnxruntime-{version}-WASM-static.zip"),
+    ("executorch-android-static", "executorch-{version}-Android-static.zip"),
+    ("tflite-android-arm64-v8a-shared", "tensorflowlite_c-{version}-Android-arm64-v8a-shared.zip"),
+    ("libtorch-macos-universal-shared", "libtorch-{version}-macOS-universal-shared.zip"),
+    ("tflite-linux-aarch64-static", "tensorflowlite_c-{version}-Linux-aarch64-static.zip"),
 ])
 def test_archive_names_match_upstream(matrix, leg_id, archive):
     leg = matrix.leg(leg_id)
-    assert archive_name(leg, matrix.engines[leg.engine]) == archive
+    engine = matrix.engines[leg.engine]
+    assert archive_name(leg, engine) == archive.format(version=engine.version)
 
 
-def test_every_leg_id_round_trips(matrix):
+def test_every_leg_id_and_archive_is_unique(matrix):
     ids = [l.id for l in matrix.legs]
-    assert len(ids) == len(set(ids))
+    archives = [archive_name(l, leg_engine(matrix, l)) for l in matrix.legs]
+    assert ids and len(ids) == len(set(ids)) and len(archives) == len(set(archives))

@@ -3,6 +3,7 @@ recognises the fixed text (ours or upstream's) and leaves unrelated text alone."
 from __future__ import annotations
 
 import importlib.util
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -53,26 +54,34 @@ COREML = """  onnxruntime_add_static_library(coreml_proto ${coreml_proto_srcs})
 """
 UNRELATED = "cmake_minimum_required(VERSION 3.20)\nproject(unrelated CXX)\nint main() { return 0; }\n"
 
-# (script, fixture path, fixture text, a fragment the patched text must contain)
-CASES = [
-    ("engines/executorch/patches/win_flatc_exe_byproduct.py", "third-party/CMakeLists.txt", FLATC,
-     "BUILD_BYPRODUCTS <INSTALL_DIR>/bin/flatc.exe\n"),
-    ("engines/executorch/patches/win_wd4996.py", "kernels/optimized/CMakeLists.txt", WD4996,
-     "set(_common_compile_options /wd4996 -fPIC)"),
-    ("engines/executorch/patches/win_static_constexpr_names.py", "kernels/portable/cpu/op_add.cpp", CONSTEXPR,
-     'static constexpr auto name = "mul.out";'),
-    ("engines/libtorch/patches/win_arm64_uint_typedefs.py", "aten/src/ATen/cpu/vec/vec256/vec256_int.h", VEC,
-     "typedef unsigned short ushort;"),
-    ("engines/onnxruntime/patches/coreml_proto_export.py", "cmake/onnxruntime_providers_coreml.cmake", COREML,
-     "install(TARGETS coreml_proto EXPORT ${PROJECT_NAME}Targets\n"),
-    ("engines/onnxruntime/patches/coreml_proto_build_interface.py", "cmake/onnxruntime_providers_coreml.cmake",
-     COREML, '"$<BUILD_INTERFACE:${CMAKE_CURRENT_BINARY_DIR}>")'),
-]
-IDS = [Path(case[0]).stem for case in CASES]
+ORT_COREML = "cmake/onnxruntime_providers_coreml.cmake"
+# script -> (fixture path, fixture text, a fragment the patched text must contain)
+CASES = {
+    "engines/executorch/patches/win_flatc_exe_byproduct.py":
+        ("third-party/CMakeLists.txt", FLATC, "BUILD_BYPRODUCTS <INSTALL_DIR>/bin/flatc.exe\n"),
+    "engines/executorch/patches/win_wd4996.py":
+        ("kernels/optimized/CMakeLists.txt", WD4996, "set(_common_compile_options /wd4996 -fPIC)"),
+    "engines/executorch/patches/win_static_constexpr_names.py":
+        ("kernels/portable/cpu/op_add.cpp", CONSTEXPR, 'static constexpr auto name = "mul.out";'),
+    "engines/libtorch/patches/win_arm64_uint_typedefs.py":
+        ("aten/src/ATen/cpu/vec/vec256/vec256_int.h", VEC, "typedef unsigned short ushort;"),
+    "engines/onnxruntime/patches/coreml_proto_export.py":
+        (ORT_COREML, COREML, "install(TARGETS coreml_proto EXPORT ${PROJECT_NAME}Targets\n"),
+    "engines/onnxruntime/patches/coreml_proto_build_interface.py":
+        (ORT_COREML, COREML, '"$<BUILD_INTERFACE:${CMAKE_CURRENT_BINARY_DIR}>")'),
+}
+# Every patch script in the repository, so a new one without a case fails here.
+SCRIPTS = sorted(path.relative_to(ROOT).as_posix() for path in ROOT.glob("engines/*/patches/*.py"))
 
 
-@pytest.mark.parametrize("script, path, text, fragment", CASES, ids=IDS)
-def test_protocol(script: str, path: str, text: str, fragment: str) -> None:
+def case(script: str) -> tuple[str, str, str]:
+    assert script in CASES, f"{script} has no case in CASES: add a fixture holding its needle and the fix it makes"
+    return CASES[script]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[Path(s).stem for s in SCRIPTS])
+def test_protocol(script: str) -> None:
+    path, text, fragment = case(script)
     module = load(script)
     assert isinstance(module.FILES, tuple) and module.FILES
     assert not module.already_fixed(path, text)
@@ -82,11 +91,21 @@ def test_protocol(script: str, path: str, text: str, fragment: str) -> None:
     assert module.apply(path, patched) is None  # idempotent: nothing left to patch
 
 
-@pytest.mark.parametrize("script, path, text, fragment", CASES, ids=IDS)
-def test_unrelated_text_is_left_alone(script: str, path: str, text: str, fragment: str) -> None:
+@pytest.mark.parametrize("script", SCRIPTS, ids=[Path(s).stem for s in SCRIPTS])
+def test_unrelated_text_is_left_alone(script: str) -> None:
+    path, _, _ = case(script)
     module = load(script)
     assert module.apply(path, UNRELATED) is None
     assert not module.already_fixed(path, UNRELATED)
+
+
+def test_every_case_is_a_patch_script_its_engine_lists() -> None:
+    assert SCRIPTS and set(CASES) == set(SCRIPTS)
+    for script in SCRIPTS:
+        engine_dir = ROOT / Path(script).parents[1]
+        listed = tomllib.loads((engine_dir / "engine.toml").read_text()).get("patches", [])
+        assert Path(script).relative_to(engine_dir.relative_to(ROOT)).as_posix() in {p["file"] for p in listed}, \
+            f"{script} is not listed under [[patches]] in {engine_dir.name}/engine.toml"
 
 
 def test_flatc_leaves_flatcc_and_the_imported_location_alone() -> None:

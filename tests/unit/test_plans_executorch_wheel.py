@@ -16,10 +16,11 @@ PLANS = {p.leg.id: p for p in plan_all(MATRIX, [l for l in MATRIX.legs
 def test_the_four_wheel_legs_and_their_urls():
     assert sorted(PLANS) == ["executorch-linux-aarch64-shared", "executorch-linux-x86_64-shared",
                              "executorch-macos-arm64-gpu-shared", "executorch-macos-arm64-shared"]
+    v = MATRIX.leg("executorch-linux-x86_64-shared").version  # the wheel legs' own version (variants/)
     assert PLANS["executorch-linux-x86_64-shared"].downloads[0].url == (
         "https://files.pythonhosted.org/packages/cp311/e/executorch/"
-        "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl")
-    assert PLANS["executorch-linux-aarch64-shared"].archive == "executorch-1.5.1-Linux-aarch64-shared.zip"
+        f"executorch-{v}-cp311-cp311-manylinux_2_28_x86_64.whl")
+    assert PLANS["executorch-linux-aarch64-shared"].archive == f"executorch-{v}-Linux-aarch64-shared.zip"
     assert all(p.downloads[0].roots == ("executorch",) for p in PLANS.values())
 
 

@@ -1,4 +1,4 @@
-"""Golden plans for every LibTorch leg (upstream-spec §2.3, §6.2 rows 9-11)."""
+"""Golden plans for every LibTorch leg (docs/upstream.md#libtorch, #variant-legs)."""
 from pathlib import Path
 
 import pytest
@@ -30,11 +30,12 @@ def test_cu130_only_on_cuda_legs(leg_id):
 
 
 def test_prebuilt_urls_exact():
+    v = ENGINE.version
     assert PLANS["libtorch-linux-x86_64-shared"].downloads[0].url == (
-        "https://download.pytorch.org/libtorch/cpu/libtorch-shared-with-deps-2.12.0%2Bcpu.zip")
+        f"https://download.pytorch.org/libtorch/cpu/libtorch-shared-with-deps-{v}%2Bcpu.zip")
     assert PLANS["libtorch-windows-x86_64-cuda-shared"].downloads[0].url == (
-        "https://download.pytorch.org/libtorch/cu130/libtorch-win-shared-with-deps-2.12.0%2Bcu130.zip")
-    assert PLANS["libtorch-linux-x86_64-shared"].downloads[0].filename == "libtorch-shared-with-deps-2.12.0+cpu.zip"
+        f"https://download.pytorch.org/libtorch/cu130/libtorch-win-shared-with-deps-{v}%2Bcu130.zip")
+    assert PLANS["libtorch-linux-x86_64-shared"].downloads[0].filename == f"libtorch-shared-with-deps-{v}+cpu.zip"
 
 
 def test_common_build_environment():

@@ -1,4 +1,4 @@
-"""Golden plans for every ONNX Runtime leg (upstream-spec §2.2, §6.2 rows 1-8, §6.4)."""
+"""Golden plans for every ONNX Runtime leg (docs/upstream.md#onnxruntime, #variant-legs, #ort-headers)."""
 from pathlib import Path
 
 import pytest
@@ -142,15 +142,14 @@ def test_source_legs_ship_the_pinned_trees_own_headers():
 
 
 def test_prebuilt_urls():
+    v = ENGINE.version
     assert PLANS["onnxruntime-linux-x86_64-shared"].downloads[0].url == (
-        "https://github.com/microsoft/onnxruntime/releases/download/v1.26.0/onnxruntime-linux-x64-1.26.0.tgz")
-    assert PLANS["onnxruntime-windows-arm64-shared"].downloads[0].url.endswith("onnxruntime-win-arm64-1.26.0.zip")
+        f"https://github.com/microsoft/onnxruntime/releases/download/v{v}/onnxruntime-linux-x64-{v}.tgz")
+    assert PLANS["onnxruntime-windows-arm64-shared"].downloads[0].url.endswith(f"onnxruntime-win-arm64-{v}.zip")
     assert PLANS["onnxruntime-linux-x86_64-cuda-shared"].downloads[0].url == (
-        "https://github.com/microsoft/onnxruntime/releases/download/v1.26.0/"
-        "onnxruntime-linux-x64-gpu_cuda13-1.26.0.tgz")
+        f"https://github.com/microsoft/onnxruntime/releases/download/v{v}/onnxruntime-linux-x64-gpu_cuda13-{v}.tgz")
     assert PLANS["onnxruntime-android-shared"].downloads[0].url == (
-        "https://repo1.maven.org/maven2/com/microsoft/onnxruntime/onnxruntime-android/1.26.0/"
-        "onnxruntime-android-1.26.0.aar")
+        f"https://repo1.maven.org/maven2/com/microsoft/onnxruntime/onnxruntime-android/{v}/onnxruntime-android-{v}.aar")
 
 
 def test_cuda_curation():

@@ -9,6 +9,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from .vocab import CONDITIONS, VocabularyError, canonical_platform
+
 
 class DataError(ValueError):
     """The project's own data files are inconsistent."""
@@ -42,6 +44,16 @@ def strings(raw: Mapping[str, object], key: str, where: str) -> dict[str, str]:
     return dict(table)
 
 
+PATCH_FIELDS = ("file", "reason", "upstream", "until", "when")
+_VERSION = re.compile(r"\d+(\.\d+)*")
+
+
+def version_key(version: str) -> tuple[int, ...] | None:
+    """The leading dotted numbers of a version (`1.27.0rc1` -> (1, 27, 0)); None when it has none."""
+    match = _VERSION.match(version)
+    return tuple(int(part) for part in match.group(0).split(".")) if match else None
+
+
 @dataclass(frozen=True)
 class SourceSpec:
     """An upstream origin: an archive URL template, or a git repository at a ref."""
@@ -63,15 +75,20 @@ class PatchSpec:
     reason: str
     upstream: str
     until: str
-    when: Mapping[str, str]
+    when: Mapping[str, tuple[str, ...]]  # every key must match; a key matches any of its values
 
     def applies_to(self, facts: Mapping[str, str | tuple[str, ...]]) -> bool:
-        for key, wanted in self.when.items():
-            have = facts.get(key, "")
+        for key, accepted in self.when.items():
+            have = facts[key]
             values = have if isinstance(have, tuple) else (have,)
-            if wanted not in values:
+            if not set(values) & set(accepted):
                 return False
         return True
+
+    def outdated_at(self, version: str) -> bool:
+        """Whether `version` is past the last upstream version known to need the patch."""
+        pinned, until = version_key(version), version_key(self.until)
+        return pinned is not None and until is not None and pinned > until
 
 
 @dataclass(frozen=True)
@@ -139,16 +156,53 @@ def _source(name: str, raw: Mapping[str, object], where: str) -> SourceSpec:
     )
 
 
-def _patch(raw: Mapping[str, object]) -> PatchSpec:
+def _patch(raw: Mapping[str, object], where: str) -> PatchSpec:
+    unknown = sorted(set(raw) - set(PATCH_FIELDS))
+    if unknown:
+        raise DataError(f"{where}: unknown fields {', '.join(unknown)}; fields: {', '.join(PATCH_FIELDS)}")
     file = str(raw["file"])
+    until = str(raw.get("until", ""))
+    if until and not _VERSION.fullmatch(until):
+        raise DataError(f"{where}: until {until!r} is not a version such as 1.26.0")
     return PatchSpec(
         name=Path(file).stem,
         file=file,
         reason=str(raw["reason"]),
         upstream=str(raw.get("upstream", "")),
-        until=str(raw.get("until", "")),
-        when=MappingProxyType({str(k): str(v) for k, v in dict(raw.get("when", {})).items()}),
+        until=until,
+        when=_conditions(raw.get("when", {}), where),
     )
+
+
+def _conditions(raw: object, where: str) -> Mapping[str, tuple[str, ...]]:
+    """A patch's `when` table: known keys only, each a value or a list of values (any of)."""
+    if not isinstance(raw, Mapping):
+        raise DataError(f"{where}: when must be a table such as {{ os = \"windows\" }}, not {raw!r}")
+    conditions = {}
+    for key, value in raw.items():
+        if key not in CONDITIONS:
+            raise DataError(f"{where}: when.{key} is not a leg fact; keys: {', '.join(CONDITIONS)}")
+        values = tuple(value) if isinstance(value, list) else (value,)
+        if not values or not all(isinstance(v, str) for v in values):
+            raise DataError(f"{where}: when.{key} must be a string or a list of strings, not {value!r}")
+        for one in values:
+            _check_condition(key, one, where)
+        conditions[key] = values
+    return MappingProxyType(conditions)
+
+
+def _check_condition(key: str, value: str, where: str) -> None:
+    allowed = CONDITIONS[key]
+    if allowed is None:  # the platform
+        try:
+            valid = canonical_platform(value) == value
+        except VocabularyError:
+            valid = False
+        if not valid:
+            raise DataError(f"{where}: when.platform {value!r} is not a canonical platform "
+                            "(<os>-<arch> as in variants/, e.g. linux-x86_64, windows-arm64, android, ios)")
+    elif value not in allowed:
+        raise DataError(f"{where}: when.{key} {value!r} is not one of {', '.join(allowed)}")
 
 
 def load_engine(root: Path) -> Engine:
@@ -157,10 +211,10 @@ def load_engine(root: Path) -> Engine:
         with path.open("rb") as handle:
             raw = tomllib.load(handle)
         engine = _engine(root, path, raw)
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise DataError(f"{path}: {error}") from None
     except DataError:
         raise
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise DataError(f"{path}: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
         raise DataError(f"{path}: missing or malformed field {error}") from None
     missing = [p.file for p in engine.patches if not (root / p.file).is_file()]
@@ -196,7 +250,8 @@ def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
         pins=MappingProxyType(strings(raw, "pins", where)),
         sources=MappingProxyType({name: _source(name, spec, where)
                                   for name, spec in typed(raw, "sources", dict, where, {}).items()}),
-        patches=tuple(_patch(p) for p in typed(raw, "patches", list, where, [])),
+        patches=tuple(_patch(patch, f"{path} [[patches]] #{index}")
+                      for index, patch in enumerate(typed(raw, "patches", list, where, []), start=1)),
         sha256=MappingProxyType(sha256),
         version_pattern=pattern,
     )

@@ -10,6 +10,7 @@ from typing import Iterable, Mapping
 
 from .engine import DataError, Engine, load_engine, strings, typed
 from .leg import Leg, leg_id
+from .recipe_kit import facts
 from .vocab import (
     ACCELERATORS,
     AGGREGATES,
@@ -20,6 +21,7 @@ from .vocab import (
     RUNNERS,
     SOURCES,
     TOOLCHAINS,
+    VocabularyError,
     canonical_platform,
 )
 
@@ -64,6 +66,17 @@ def _check(value: str, allowed: Iterable[str], what: str, where: str) -> str:
     return value
 
 
+def _platform(token: str, where: str) -> str:
+    try:
+        platform = canonical_platform(token)
+    except VocabularyError:
+        raise DataError(f"{where}: unknown platform {token!r}; platforms are <os>-<arch> (e.g. linux-x86_64, "
+                        "macos-arm64, windows-arm64, android-arm64-v8a) or android, ios, wasm") from None
+    if platform != token:
+        raise DataError(f"{where}: write the canonical platform {platform!r}, not {token!r}")
+    return platform
+
+
 def _aggregate_inputs(engine: str, aggregate: str, flavor: str, kind: str, config: str) -> tuple[str, ...]:
     return tuple(leg_id(engine, p, flavor, kind, config) for p in AGGREGATE_SLICES[aggregate])
 
@@ -73,9 +86,7 @@ def _expand_row(engine: str, row: Mapping[str, object], defaults: Mapping[str, o
     if unknown:
         raise DataError(f"{where}: unknown fields {', '.join(sorted(unknown))}; fields: {', '.join(sorted(ROW_FIELDS))}")
     merged = {**defaults, **row}
-    platform = canonical_platform(str(merged["platform"]))
-    if platform != merged["platform"]:
-        raise DataError(f"{where}: write the canonical platform {platform!r}, not {merged['platform']!r}")
+    platform = _platform(str(merged["platform"]), where)
     flavor = _check(str(merged.get("flavor", "cpu")), FLAVORS, "flavor", where)
     accelerator = _as_tuple(merged.get("accelerator", ())) if merged.get("accelerator") else ()
     for acc in accelerator:
@@ -96,6 +107,9 @@ def _expand_row(engine: str, row: Mapping[str, object], defaults: Mapping[str, o
     for kind, config in itertools.product(_as_tuple(merged["kind"]), _as_tuple(merged.get("config", "release"))):
         _check(kind, KINDS, "kind", where)
         _check(config, CONFIGS, "config", where)
+        if (kind == "xcframework") != (platform == "ios"):
+            raise DataError(f"{where}: kind xcframework is the iOS package, and iOS legs are xcframeworks "
+                            f"(platform {platform}, kind {kind})")
         legs.append(Leg(
             engine=engine,
             platform=platform,
@@ -150,8 +164,19 @@ def _validate(legs: list[Leg]) -> None:
             raise DataError(f"aggregate {leg.id} needs legs that do not exist: {', '.join(missing)}")
 
 
+def _check_patches(engines: Mapping[str, Engine], legs: list[Leg]) -> None:
+    """A patch whose `when` matches no leg is a typo or a leftover: it would silently never apply."""
+    for engine in engines.values():
+        leg_facts = [facts(leg) for leg in legs if leg.engine == engine.name and not leg.aggregate]
+        for patch in engine.patches:
+            if not any(patch.applies_to(one) for one in leg_facts):
+                when = ", ".join(f"{key} = {'|'.join(values)}" for key, values in patch.when.items())
+                raise DataError(f"engines/{engine.name}/engine.toml: patch {patch.file} applies to no leg of "
+                                f"variants/{engine.name}.toml (when {when or 'always'})")
+
+
 def engine_names(project_root: Path) -> list[str]:
-    """Engines that have data, the known five first (DESIGN's order), then any others."""
+    """Engines that have data, the known five first (vocab.ENGINES' order), then any others."""
     found = {path.stem for path in (project_root / "variants").glob("*.toml")}
     return [name for name in ENGINES if name in found] + sorted(found - set(ENGINES))
 
@@ -163,4 +188,5 @@ def load_matrix(project_root: Path) -> Matrix:
     for name in names:
         legs.extend(load_variants(project_root / "variants" / f"{name}.toml", name))
     _validate(legs)
+    _check_patches(engines, legs)
     return Matrix(engines=MappingProxyType(engines), legs=tuple(legs))

@@ -123,6 +123,7 @@ class Plan:
     contract: Contract = Contract()
     smoke: Smoke | None = None
     notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # what a maintainer should act on (e.g. a patch past its `until`)
     # Upstream builds that write into their source tree (PyTorch's build_libtorch.py) get a
     # private per-leg copy of it, so two legs never share objects.
     private_source: bool = False

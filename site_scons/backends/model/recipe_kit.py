@@ -1,9 +1,10 @@
 """Small helpers that engine recipes share: downloads, patch facts, CMake arguments."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from .engine import Engine, PatchSpec, url_filename
+from .engine import DataError, Engine, PatchSpec, url_filename
 from .leg import Leg
 from .plan import Download
 
@@ -17,9 +18,8 @@ def linkage(leg: Leg) -> str:
 
 
 def facts(leg: Leg) -> dict[str, str | tuple[str, ...]]:
-    """The values a patch's `when` table can test."""
+    """The values a patch's `when` table can test (its keys are vocab.CONDITIONS)."""
     return {
-        "engine": leg.engine,
         "platform": leg.platform,
         "os": leg.os,
         "arch": leg.arch,
@@ -35,6 +35,36 @@ def facts(leg: Leg) -> dict[str, str | tuple[str, ...]]:
 def patches_for(engine: Engine, leg: Leg) -> tuple[PatchSpec, ...]:
     leg_facts = facts(leg)
     return tuple(p for p in engine.patches if p.applies_to(leg_facts))
+
+
+@dataclass(frozen=True)
+class Support:
+    """Where a recipe can build an accelerator: platforms or OSes, and the leg sources."""
+
+    where: tuple[str, ...]
+    sources: tuple[str, ...] = ("build",)
+
+    def covers(self, leg: Leg) -> bool:
+        return (leg.platform in self.where or leg.os in self.where) and leg.source in self.sources
+
+    def describe(self) -> str:
+        return f"{'/'.join(self.where)} ({'/'.join(self.sources)})"
+
+
+def refuse_unless(leg: Leg, possible: bool, why: str) -> None:
+    """What a recipe's validate(leg) calls: refuse a leg it cannot build, before any plan."""
+    if not possible:
+        raise DataError(f"{leg.id} (variants/{leg.engine}.toml): {leg.engine} {why}")
+
+
+def check_accelerators(leg: Leg, supported: Mapping[str, Support]) -> None:
+    """Every accelerator of the leg is one the recipe builds there, so a `-gpu` leg can never
+    plan a CPU build."""
+    offered = "; ".join(f"{acc} on {support.describe()}" for acc, support in supported.items()) or "none"
+    for acc in leg.accelerator:
+        support = supported.get(acc)
+        refuse_unless(leg, support is not None and support.covers(leg),
+                      f"cannot build accelerator {acc} on {leg.platform} ({leg.source}); it offers: {offered}")
 
 
 def git_source(engine: Engine, name: str = "source") -> Download:

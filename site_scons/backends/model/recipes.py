@@ -46,7 +46,8 @@ def _aggregate_plan(leg: Leg, engine: Engine, matrix: Matrix, archive: str) -> P
         smoke = slice_plans[-1].smoke
     else:
         abis = [p.split("-", 1)[1] for p in AGGREGATE_SLICES["android-bundle"]]
-        # The bundle holds include/ and each ABI's libraries (spec §3), not the slices' lib/cmake.
+        # The bundle holds include/ and each ABI's libraries (docs/upstream.md#android-bundle),
+        # not the slices' lib/cmake.
         libraries = [p for p in first.required if p.startswith("lib/") and p.count("/") == 1]
         required = tuple(p for p in first.required if not p.startswith("lib/"))
         required += tuple(f"lib/{abi}/{Path(p).name}" for abi in abis for p in libraries)
@@ -61,7 +62,11 @@ def plan_leg(leg: Leg, engine: Engine, matrix: Matrix) -> Plan:
     if leg.aggregate:
         return _aggregate_plan(leg, engine, matrix, archive)
     recipe = _load_recipe(engine.root / "recipe.py")
+    validate = getattr(recipe, "validate", None)
+    if validate is not None:
+        validate(leg)  # refuses, with a DataError, a leg the recipe cannot build
     plan = recipe.plan(leg, engine, archive)
+    plan = replace(plan, warnings=plan.warnings + _outdated_patches(plan, engine))
     if plan.smoke is not None and not leg.can_run:
         plan = replace(plan, smoke=None)
     if plan.smoke is not None:
@@ -69,6 +74,14 @@ def plan_leg(leg: Leg, engine: Engine, matrix: Matrix) -> Plan:
         if leg.os == "windows" and leg.config == "debug":
             plan = replace(plan, notes=(*plan.notes, DEBUG_CRT_NOTE))
     return plan
+
+
+def _outdated_patches(plan: Plan, engine: Engine) -> tuple[str, ...]:
+    return tuple(
+        f"patch {patch.name}: {engine.name} {engine.version} is past its `until` {patch.until}; check whether "
+        f"upstream has the fix ({patch.upstream or patch.reason}), then remove the patch or raise `until` "
+        f"in engines/{engine.name}/engine.toml"
+        for patch in plan.patches if patch.outdated_at(engine.version))
 
 
 def _with_variant_defines(smoke: Smoke, leg: Leg) -> Smoke:

@@ -1,4 +1,4 @@
-"""The project's vocabulary: one spelling per concept (DESIGN §2).
+"""The project's vocabulary: one spelling per concept (the README's Vocabulary table).
 
 Every option value, data-file field, manifest key and CI job name uses these tokens.
 Aliases are accepted on input and never written back.
@@ -14,6 +14,22 @@ SOURCES = ("build", "prebuilt", "aggregate")
 ACCELERATORS = ("coreml", "mps", "mlx", "metal", "dml", "vulkan", "cuda")
 TOOLCHAINS = ("none", "android", "emscripten")
 AGGREGATES = ("universal", "android-bundle")
+ARCHES = ("x86_64", "arm64", "aarch64", "arm64-v8a", "universal")
+LINKAGES = ("shared", "static")  # an xcframework links statically
+
+# What a patch's `when` table can test (recipe_kit.facts gives a leg's values), and the values
+# each key takes; the platform is checked by canonical_platform.
+CONDITIONS: dict[str, tuple[str, ...] | None] = {
+    "platform": None,
+    "os": OSES,
+    "arch": ARCHES,
+    "kind": KINDS,
+    "linkage": LINKAGES,
+    "config": CONFIGS,
+    "flavor": FLAVORS,
+    "source": SOURCES,
+    "accelerator": ACCELERATORS,
+}
 
 # How each OS is spelled inside upstream archive names.
 OS_LABELS = {

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .venv import interpreter as venv_interpreter
+
 _SYMBOL = re.compile(r"\{([a-z_]+\??;?)(?::([^{}]*))?\}")
 _ENV_SYMBOL = re.compile(r"\{env\??;?:([A-Za-z0-9_]+)\}")
 
@@ -52,6 +54,11 @@ class LegDirs:
     extracts: Mapping[str, Path] = field(default_factory=dict)  # `{extract:<name>}`
     downloads: Mapping[str, Path] = field(default_factory=dict)  # `{download:<name>}`
 
+    @property
+    def venv(self) -> Path:
+        """The leg's private Python environment (steps/venv.py), beside its build directory."""
+        return self.build.with_name("venv")
+
 
 def env_names(texts: Sequence[str]) -> list[str]:
     """The host variables `{env:X}` symbols in `texts` read, sorted."""
@@ -75,6 +82,8 @@ def expand(text: str, dirs: LegDirs, environ: Mapping[str, str]) -> str | None:
             return str(jobs_for(arg or ""))
         if name == "python":
             return sys.executable
+        if name == "venv_python":
+            return str(venv_interpreter(dirs.venv))
         if name == "src":
             return str(dirs.sources[arg] if arg else dirs.src)
         if name in ("build", "install", "stage"):

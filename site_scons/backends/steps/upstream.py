@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 from ..model.plan import Command, Plan
 from ..run import heavy_slot, limited_env, passed_environment, run
 from ..toolchain import identity
+from . import venv
 from .context import LegDirs, env_names, expand, expand_argv
 from .source import copy_tree
 
@@ -28,12 +29,15 @@ SETTINGS_PREFIX = "ANIRA_"
 
 
 def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
-                environ: Mapping[str, str]) -> dict[str, str]:
+                environ: Mapping[str, str], in_venv: bool = False) -> dict[str, str]:
     """The allow-listed environment plus the plan's additions; `python -m backends.*`
-    commands find this package, and the step graph's settings travel as ANIRA_*."""
+    commands find this package, and the step graph's settings travel as ANIRA_*. In the
+    leg's venv, its scripts come first on PATH."""
     extra = {k: expand(v, dirs, environ) or "" for k, v in {**plan_env, **command.env}.items()}
     extra["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SITE_SCONS), extra.get("PYTHONPATH", "")]))
     extra.update({k: v for k, v in environ.items() if k.startswith(SETTINGS_PREFIX)})
+    if in_venv:
+        extra.update(venv.activation(dirs.venv, os.environ))
     return limited_env(extra)
 
 
@@ -50,7 +54,7 @@ def environment_signature(plan: Plan, environ: Mapping[str, str]) -> dict[str, s
     `{env:X}` symbols read, the step graph's ANIRA_* settings): each can change the output."""
     texts = [text for command in _commands(plan) for text in (*command.argv, *command.env.values(), command.cwd)]
     passed = passed_environment(environ, env_names([*texts, *plan.env.values()]))
-    passed.update({key: value for key, value in environ.items() if key.startswith("ANIRA_")})
+    passed.update({key: value for key, value in environ.items() if key.startswith(SETTINGS_PREFIX)})
     return dict(sorted(passed.items()))
 
 
@@ -64,14 +68,19 @@ def toolchain_identity(plan: Plan, environ: Mapping[str, str]) -> dict[str, str]
 
 def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,
                  environ: Mapping[str, str], verbose: bool, log_prefix: str = "build") -> list[dict[str, object]]:
-    """Run each command in order; returns what ran (argv, cwd, log) for the manifest."""
+    """Run each command in order; returns what ran (argv, cwd, log) for the manifest.
+    Commands that name `{venv_python}` get the leg's venv, made first; every command then
+    runs in it."""
+    in_venv = venv.uses_venv(commands)
+    if in_venv:
+        venv.ensure(dirs.venv, dirs.logs / f"{log_prefix}-00-venv.log", label)
     ran = []
     for index, command in enumerate(commands, start=1):
         argv = expand_argv(command.argv, dirs, environ)
         cwd = Path(expand(command.cwd, dirs, environ) or dirs.src)
         cwd.mkdir(parents=True, exist_ok=True)
         log = dirs.logs / _log_name(index, command.label).replace("build-", f"{log_prefix}-", 1)
-        run(argv, env=command_env(command, plan_env, dirs, environ), cwd=cwd, log=log,
+        run(argv, env=command_env(command, plan_env, dirs, environ, in_venv), cwd=cwd, log=log,
             label=f"{label} {command.label}", echo=verbose)
         ran.append({"label": command.label, "argv": argv, "cwd": str(cwd), "log": str(log)})
     return ran
