@@ -95,7 +95,7 @@ def test_aggregates(matrix):
         "libtorch-macos-x86_64-shared", "libtorch-macos-arm64-shared")
     assert matrix.leg("onnxruntime-android-static").inputs == (
         "onnxruntime-android-arm64-v8a-static", "onnxruntime-android-x86_64-static")
-    assert aggregates["onnxruntime-macos-universal-gpu-shared"].inputs == (
+    assert matrix.leg("onnxruntime-macos-universal-gpu-shared").inputs == (
         "onnxruntime-macos-x86_64-gpu-shared", "onnxruntime-macos-arm64-gpu-shared")
 
 
