@@ -29,15 +29,18 @@ def _dist(project) -> dict[str, bytes]:
     return {name: (project / "dist" / name).read_bytes() for name in (ARCHIVE, ARCHIVE + ".sha256", ARCHIVE + ".json")}
 
 
-def test_kill_9_after_every_step_then_a_plain_run_publishes_the_clean_bytes(tmp_path_factory, e2e_cache):
+def _leg(tmp_path_factory, e2e_cache):
     release = inputs.ort_linux_x64_release(e2e_cache)
     project = scratch_project(tmp_path_factory.mktemp("ort-faults"), copied=("engines/onnxruntime",))
     record_pin(project / "engines/onnxruntime/engine.toml", release.name, sha256_file(release))
     mirror = tmp_path_factory.mktemp("mirror")
     (mirror / release.name).symlink_to(release)
     scons = Scons(project, tmp_path_factory.mktemp("cache"))
-    args = (LEG, f"mirror={mirror}", "offline=1")
+    return release, project, scons, (LEG, f"mirror={mirror}", "offline=1")
 
+
+def test_kill_9_after_every_step_then_a_plain_run_publishes_the_clean_bytes(tmp_path_factory, e2e_cache):
+    _, project, scons, args = _leg(tmp_path_factory, e2e_cache)
     scons(*args)
     clean = _dist(project)
     for step in STEPS:
@@ -48,3 +51,19 @@ def test_kill_9_after_every_step_then_a_plain_run_publishes_the_clean_bytes(tmp_
         scons(*args)
         assert _dist(project) == clean, f"after a kill -9 after {step}, dist/ differs from a clean build"
         assert scons.run("-q", *args).returncode == 0, f"not up to date after the run that followed {step}"
+
+
+def test_a_cached_input_altered_in_place_is_fetched_anew(tmp_path_factory, e2e_cache):
+    release, project, scons, args = _leg(tmp_path_factory, e2e_cache)
+    scons(*args)
+    clean = _dist(project)
+    cached = scons.cache / "sha256" / sha256_file(release) / release.name
+    with open(cached, "r+b") as handle:  # one flipped bit, same size, in place
+        handle.seek(cached.stat().st_size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, 1)
+        handle.write(bytes([byte[0] ^ 1]))
+    result = scons(*args)
+    assert "the cached copy was altered" in result.stderr
+    assert sha256_file(cached) == sha256_file(release)
+    assert _dist(project) == clean

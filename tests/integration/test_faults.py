@@ -266,7 +266,7 @@ def test_an_origin_replaced_under_the_same_mtime_is_rebuilt(project_factory, ups
 
 
 def test_environment_the_steps_pass_on_is_in_their_signature(project_factory, upstream):
-    project = project_factory(fixsrc_rows=(LegRow(kind="shared"),), fixbin=False)
+    project = project_factory(fixsrc_rows=(LegRow(kind="shared"), *GPU_ROWS), fixbin=False)
     leg = "fixsrc-linux-x86_64-shared"
     _ok(scons(project, leg))
     run = _ok(scons(project, leg, env={"CMAKE_C_COMPILER_LAUNCHER": "env"}))
