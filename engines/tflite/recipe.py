@@ -26,9 +26,6 @@ HEADERS = (
     "include/tensorflow/lite/core/c/c_api.h",
 )
 API_SYMBOLS = ("TfLiteInterpreterCreate", "TfLiteModelCreate")
-METAL_HEADER = "include/tensorflow/lite/delegates/gpu/metal_delegate.h"
-METAL_LIB = "lib/libmetal_delegate.a"
-METAL_SYMBOL = "TFLGpuDelegateCreate"
 # Google's delegate xcframeworks, per accelerator (pod Metal / CoreML subspecs, same tarball).
 IOS_FRAMEWORK = "TensorFlowLiteC"
 IOS_DELEGATE_FRAMEWORKS = {"metal": "TensorFlowLiteCMetal", "coreml": "TensorFlowLiteCCoreML"}
@@ -103,21 +100,10 @@ def _shared_libs(leg: Leg) -> tuple[str, ...]:
 
 
 def _contract(leg: Leg, libs: tuple[str, ...]) -> Contract:
-    main_lib = libs[0]
-    required = [*HEADERS, *libs]
-    symbols = [(main_lib, symbol) for symbol in API_SYMBOLS]
-    forbidden: list[str] = []
-    if _metal(leg):
-        delegate_lib = main_lib if leg.kind == "static" else METAL_LIB
-        required += [METAL_HEADER] + ([METAL_LIB] if leg.kind == "shared" else [])
-        symbols.append((delegate_lib, METAL_SYMBOL))
-    else:
-        forbidden += ["**/metal_delegate.h", "**/libmetal_delegate.a"]
+    """The C API; the Metal delegate is told by its binary evidence (engines/contracts.toml)."""
     return Contract(
-        required=tuple(required),
-        forbidden=tuple(forbidden),
-        symbols=tuple(symbols),
-        macho_archs=(leg.arch,) if leg.os == "macos" else (),
+        required=(*HEADERS, *libs),
+        symbols=tuple((libs[0], symbol) for symbol in API_SYMBOLS),
     )
 
 
@@ -157,13 +143,10 @@ def podspec_argv(leg: Leg) -> tuple[str, ...]:
 
 
 def _ios_contract(leg: Leg) -> Contract:
-    shipped = _ios_frameworks(leg)
     binary = f"{IOS_FRAMEWORK}.framework/{IOS_FRAMEWORK}"
-    required = [f"{name}.xcframework/Info.plist" for name in shipped]
-    required += [f"{IOS_FRAMEWORK}.xcframework/ios-arm64/{binary}",
-                 f"{IOS_FRAMEWORK}.xcframework/*simulator*/{binary}"]
-    forbidden = [f"{name}.xcframework/**" for name in IOS_DELEGATE_FRAMEWORKS.values() if name not in shipped]
-    return Contract(required=tuple(required), forbidden=tuple(forbidden))
+    return Contract(required=(f"{IOS_FRAMEWORK}.xcframework/Info.plist",
+                              f"{IOS_FRAMEWORK}.xcframework/ios-arm64/{binary}",
+                              f"{IOS_FRAMEWORK}.xcframework/*simulator*/{binary}"))
 
 
 def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:

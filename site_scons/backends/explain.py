@@ -6,7 +6,7 @@ from typing import Iterable, Sequence
 
 from .host import Host
 from .model.leg import Leg
-from .model.plan import Command, Plan
+from .model.plan import Command, Evidence, Plan
 
 
 def _yes_no(flag: bool) -> str:
@@ -137,6 +137,14 @@ def render_plan(plan: Plan) -> str:
         "CMake targets " + ", ".join(contract.cmake_targets) if contract.cmake_targets else "",
         "no CMake targets " + ", ".join(contract.no_cmake_targets) if contract.no_cmake_targets else "",
         "header API <= library" if contract.header_api else "",
+        *(_evidence_text(e, "shows") for e in contract.accelerators),
+        *(_evidence_text(e, "shows no") for e in contract.foreign_accelerators),
+        f"{contract.platform} binaries" if contract.platform else "",
+        f"slices need at most OS {contract.min_os}" if contract.min_os else "",
+        "shared libraries only " + ", ".join(contract.allowed_libraries) if contract.allowed_libraries else "",
+        "version from " + ", ".join(f"{p.kind} {p.member}" for p in contract.versions) if contract.versions else "",
+        "static libraries self-contained",
+        "members inside the package",
         "under 2 GB",
     ])))
     if plan.smoke:
@@ -147,3 +155,9 @@ def render_plan(plan: Plan) -> str:
                                               else "no consumer program for this package form"))
     lines += [f"  note: {note}" for note in plan.notes]
     return "\n".join(lines)
+
+
+def _evidence_text(evidence: Evidence, verb: str) -> str:
+    items = [*evidence.files, *evidence.symbols, *(f"links {n}" for n in evidence.links),
+             *(f"target {t}" for t in evidence.targets)]
+    return f"{verb} {evidence.accelerator} ({', '.join(items)})"

@@ -703,11 +703,13 @@ url = "{url}"
 
 
 def new_project(project: Path) -> Path:
-    """An empty project: the repo's SConstruct and a symlink to its site_scons."""
+    """An empty project: the repo's SConstruct, symlinks to its site_scons and to the
+    contract data every engine shares (engines/contracts.toml)."""
     project.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "SConstruct", project / "SConstruct")
     (project / "site_scons").symlink_to(REPO / "site_scons")
     (project / "engines").mkdir(exist_ok=True)
+    (project / "engines" / "contracts.toml").symlink_to(REPO / "engines" / "contracts.toml")
     (project / "variants").mkdir(exist_ok=True)
     return project
 

@@ -1,0 +1,112 @@
+"""The libraries themselves: each is a real binary of the leg's OS and architecture (a
+4-byte stub is not), exports what the contract names, links what it must, and a shared
+library carries an identity (SONAME, install name, DLL name) the package may ship."""
+from __future__ import annotations
+
+import re
+from fnmatch import fnmatch
+from pathlib import PurePosixPath
+
+from ...model.plan import Contract
+from ..inspect import binary_archs, library_identity, needed_libraries
+from ..universal import macho_archs
+from .view import ArchiveView, group_of, slice_of
+
+OS_FORMATS = {"linux": ("elf",), "android": ("elf",), "macos": ("macho",), "ios": ("macho",),
+              "windows": ("pe", "coff"), "wasm": ("wasm",)}
+ARCHS = {"x86_64": "x86_64", "aarch64": "aarch64", "arm64": "arm64", "arm64-v8a": "aarch64",
+         "armeabi-v7a": "arm", "x86": "i386"}
+FORMAT_NAMES = {"elf": "ELF", "macho": "Mach-O", "pe": "PE", "coff": "COFF", "wasm": "WebAssembly"}
+_SLICE_ARCHS = re.compile(r"x86_64|arm64e?|armv7s?|i386")
+SHARED_NAME = re.compile(r"\.(so(\.\d+)*|dylib|dll)$")
+
+
+def expected_binary(platform: str, member: str) -> tuple[tuple[str, ...], set[str]] | None:
+    """(formats, architectures) a library at `member` must have on `platform`; None when
+    the platform does not say (a fixture platform, an unknown ABI directory)."""
+    os_name, _, arch = platform.partition("-")
+    formats = OS_FORMATS.get(os_name)
+    if formats is None:
+        return None
+    if os_name == "wasm":
+        return formats, {"wasm32"}
+    if os_name == "ios":
+        return formats, set(_SLICE_ARCHS.findall(slice_of(member).partition("-")[2]))
+    if arch == "universal":
+        return formats, {"x86_64", "arm64"}
+    if not arch:  # the Android bundle and AAR: lib/<abi>/
+        arch = group_of(member, platform)
+    return (formats, {ARCHS[arch]}) if arch in ARCHS else None
+
+
+def check_formats(view: ArchiveView, platform: str) -> list[str]:
+    problems = []
+    for name in view.libraries:
+        wanted = expected_binary(platform, name)
+        if wanted is None:
+            continue
+        formats, archs = wanted
+        fmt, found = binary_archs(view.file(name))
+        if fmt not in formats or (archs and found != archs):
+            what = FORMAT_NAMES[fmt] + f" {'+'.join(sorted(found))}" if fmt in FORMAT_NAMES else "no binary"
+            expected = "/".join(FORMAT_NAMES[f] for f in formats) + f" {'+'.join(sorted(archs))}"
+            size = view.file(name).stat().st_size
+            problems.append(f"{name} ({size} bytes) is {what.strip()}; {platform} needs {expected.strip()}")
+    return problems
+
+
+def check_symbols(view: ArchiveView, contract: Contract) -> list[str]:
+    problems = []
+    for lib_pattern, symbol in contract.symbols:
+        name = view.first(lib_pattern)
+        if name is None:
+            problems.append(f"no library {lib_pattern} to look for {symbol} in")
+        elif symbol not in view.symbols(name)[0]:
+            problems.append(f"{name} does not export {symbol}")
+    return problems
+
+
+def check_links(view: ArchiveView, contract: Contract) -> list[str]:
+    problems = []
+    for lib_pattern, needed in contract.links + contract.no_links:
+        name = view.first(lib_pattern)
+        if name is None:
+            problems.append(f"no library {lib_pattern} to read the linked libraries of")
+            continue
+        linked = view.is_binary(name) and any(needed in dep for dep in needed_libraries(view.file(name)))
+        if (lib_pattern, needed) in contract.links and not linked:
+            problems.append(f"{name} does not link {needed}: the accelerator is not in this build")
+        elif (lib_pattern, needed) in contract.no_links and linked:
+            problems.append(f"{name} links {needed}, which this flavor must not ship")
+    return problems
+
+
+def check_macho_archs(view: ArchiveView, wanted_archs: tuple[str, ...]) -> list[str]:
+    if not wanted_archs:
+        return []
+    wanted = sorted(wanted_archs)
+    problems = []
+    for name in view.binaries:
+        if name.startswith("lib/") and name.endswith((".a", ".dylib")):
+            archs = sorted(macho_archs(view.file(name))) if binary_archs(view.file(name))[0] == "macho" else []
+            if archs != wanted:
+                problems.append(f"{name} has Mach-O slices {archs or 'none'}, expected {wanted}")
+    return problems
+
+
+def shared_libraries(view: ArchiveView) -> list[str]:
+    return [name for name in view.binaries if SHARED_NAME.search(name) and not name.endswith(".dll.a")]
+
+
+def check_identities(view: ArchiveView, allowed: tuple[str, ...]) -> list[str]:
+    """Every shared library is one the package may ship, by the name the loader knows it
+    by (a renamed file keeps its SONAME): an allow-list fails on what nobody listed."""
+    if not allowed:
+        return []
+    problems = []
+    for name in shared_libraries(view):
+        identity = PurePosixPath(library_identity(view.file(name)) or name).name
+        if not any(fnmatch(identity, pattern) for pattern in allowed):
+            problems.append(f"{name} is {identity}, not a library this package ships "
+                            f"(allowed: {', '.join(allowed)})")
+    return problems
