@@ -6,7 +6,9 @@
 //
 // SMOKE_FLAVOR / SMOKE_ACCELERATOR come from the CMake project and turn the variant
 // contract into assertions: a -gpu package must ship the EP header it is named for, a
-// CPU package must ship none (headers advertise EPs to anira).
+// CPU package must ship none (headers advertise EPs to anira). A -cuda package must
+// list CUDAExecutionProvider; its CPU pass needs no GPU (ORT loads the CUDA provider
+// lazily), and the pass with the CUDA EP appended runs where an NVIDIA GPU is present.
 #include <onnxruntime_cxx_api.h>
 
 #include <algorithm>
@@ -55,6 +57,16 @@
 #define SMOKE_RUN_DML 1
 #else
 #define SMOKE_RUN_DML 0
+#endif
+
+#if defined(_WIN32) && !SMOKE_RUN_DML
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+#endif
+#if !defined(_WIN32)
+#include <sys/stat.h>
 #endif
 
 #ifndef SMOKE_FLAVOR
@@ -113,6 +125,18 @@ std::string guarded(const std::function<std::string()>& fn) {
   } catch (const std::exception& e) {
     return e.what();
   }
+}
+
+// Whether this machine has an NVIDIA GPU and driver: only then can the CUDA EP be appended.
+bool has_nvidia_gpu() {
+#if defined(_WIN32)
+  HMODULE driver = LoadLibraryA("nvcuda.dll");
+  if (driver) FreeLibrary(driver);
+  return driver != nullptr;
+#else
+  struct stat info;
+  return stat("/dev/nvidia0", &info) == 0 || stat("/proc/driver/nvidia/gpus", &info) == 0;
+#endif
 }
 
 #if SMOKE_RUN_DML
@@ -296,6 +320,20 @@ int main(int argc, char** argv) {
       if (!err.empty()) return fail("coreml forward pass: " + err);
     }
 #endif
+
+    // 2b. CUDA: appending the EP loads the provider and the CUDA runtime; that needs a GPU.
+    if (flavor == "cuda") {
+      if (has_nvidia_gpu()) {
+        std::string err = guarded([&] {
+          Ort::SessionOptions so;
+          so.AppendExecutionProvider_CUDA(OrtCUDAProviderOptions{});
+          return run_add(env, model, so, "cuda");
+        });
+        if (!err.empty()) return fail("cuda forward pass: " + err);
+      } else {
+        std::printf("cuda: no NVIDIA GPU here; the CPU pass and the provider list stand for the package\n");
+      }
+    }
 
 #if SMOKE_RUN_DML
     // 3. DirectML: the hardware adapter first, then WARP.

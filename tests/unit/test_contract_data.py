@@ -14,8 +14,6 @@ VALID_ROW = '[[evidence.onnxruntime.coreml]]\nsymbols = ["OrtSessionOptionsAppen
 
 
 def write(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "onnxruntime").mkdir(exist_ok=True)
-    (tmp_path / "onnxruntime" / "engine.toml").write_text('name = "onnxruntime"\n')
     path = tmp_path / "contracts.toml"
     path.write_text(text)
     load_contract_data.cache_clear()
@@ -32,7 +30,7 @@ def test_the_projects_data_loads():
     ("[[evidence.onnxruntime.opencl]]\nfiles = ['x']\n",
      "evidence.onnxruntime.opencl: unknown accelerator; accelerators: coreml, mps, mlx, metal, dml, vulkan, cuda"),
     ("[[evidence.onnxrutime.coreml]]\nfiles = ['x']\n",
-     "evidence.onnxrutime: no engine onnxrutime (engines/onnxrutime/engine.toml)"),
+     "evidence.onnxrutime: no engine onnxrutime; engines: onnxruntime, libtorch, tflite, litert, executorch"),
     (VALID_ROW + "[[evidence.onnxruntime.coreml]]\nsymbol = ['x']\n",
      "evidence.onnxruntime.coreml[1]: unknown field symbol; fields: when, files, symbols, links, targets"),
     ("[[evidence.onnxruntime.coreml]]\nfiles = ['x']\nwhen = { flavour = 'gpu' }\n",

@@ -16,7 +16,7 @@ from .engine import DataError
 from .leg import Leg
 from .plan import Contract, Evidence
 from .recipe_kit import facts
-from .vocab import ACCELERATORS, OSES
+from .vocab import ACCELERATORS, ENGINES, OSES
 
 FILE_NAME = "contracts.toml"
 EVIDENCE_KINDS = ("files", "symbols", "links", "targets")
@@ -100,8 +100,9 @@ def _without(evidence: Evidence, shared: Evidence) -> Evidence:
 def _per_engine(raw: object, path: Path, field: str) -> dict:
     table = _table(raw, f"{path}: {field}")
     for engine in table:
-        if not (path.parent / engine / "engine.toml").is_file():
-            raise DataError(f"{path}: {field}.{engine}: no engine {engine} (engines/{engine}/engine.toml)")
+        if engine not in ENGINES and not (path.parent / engine / "engine.toml").is_file():
+            raise DataError(f"{path}: {field}.{engine}: no engine {engine}; engines: {', '.join(ENGINES)} "
+                            f"and those with an engines/<name>/engine.toml")
     return table
 
 
