@@ -169,6 +169,15 @@ def pe_dll(out: Path, symbols: Iterable[str] = (), *, imports: Mapping[str, str]
     return out
 
 
+def coff_static(out: Path, defined: Iterable[str] = (), undefined: Iterable[str] = (), arch: str = "x86_64") -> Path:
+    """An MSVC static library (`.lib`) of one object."""
+    work = out.parent / f".{out.name}.work"
+    obj = _object(work, PE_MACHINES[arch][0], defined, undefined, "")
+    _run(_tool("llvm-lib"), f"/out:{out}", obj)
+    shutil.rmtree(work)
+    return out
+
+
 # --- archives -------------------------------------------------------------------------------
 
 def zip_members(path: Path, members: Mapping[str, bytes | Path], symlinks: Mapping[str, str] = {}) -> Path:

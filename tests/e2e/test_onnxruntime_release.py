@@ -78,6 +78,19 @@ def test_rerun_is_a_no_op(cpu):
     assert scons("-q", *args, check=False).returncode == 0
 
 
+def test_another_releases_tarball_under_a_version_override_is_not_published(tmp_path_factory, e2e_cache):
+    """`version=1.27.0` with the 1.26.0 tarball as origin: the archive would be named
+    onnxruntime-1.27.0-... and hold libonnxruntime.so.1.26.0."""
+    release = inputs.ort_linux_x64_release(e2e_cache)
+    project = scratch_project(tmp_path_factory.mktemp("override"))
+    scons = Scons(project, tmp_path_factory.mktemp("cache"))
+    result = scons("onnxruntime-linux-x86_64-shared", "version=1.27.0", f"origin=release={release}", check=False)
+    assert result.returncode != 0
+    assert ("lib/libonnxruntime.so.1.26.0 says version 1.26.0, but the leg is version 1.27.0" in result.stderr), \
+        result.stderr[-3000:]
+    assert not (project / "dist").exists() or not list((project / "dist").iterdir())
+
+
 @pytest.mark.slow
 def test_the_cuda_leg_end_to_end_without_a_gpu(tmp_path_factory, e2e_cache):
     """onnxruntime-gpu 1.26.0's real library in the gpu_cuda13 layout: curated, verified

@@ -11,7 +11,7 @@ from backends.model.matrix import load_matrix
 from backends.model.plan import Contract
 from backends.model.recipes import plan_leg
 from backends.steps.verify import ContractError, check, verify
-from binaries import elf_shared, elf_static, zip_members
+from binaries import coff_static, elf_shared, elf_static, zip_members
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT)
@@ -148,6 +148,19 @@ def test_static_library_with_a_dangling_internal_symbol(tmp_path):
                                                               "LiteRtGetMissing"))
     fixed = zip_members(tmp_path / "fixed.zip", {"lib/libLiteRt.a": lib, "lib/libextra.a": complete})
     assert check(fixed, gate, "2.1.5") == []
+
+
+def test_static_library_with_a_dangling_symbol_on_windows(tmp_path):
+    """MSVC names: the STL and the C runtime come from the link line, tflite:: does not."""
+    lib = coff_static(tmp_path / "tensorflowlite_c.lib", ("TfLiteModelCreate",),
+                      ("?Invoke@Interpreter@tflite@@QEAAHXZ", "?_Xlength_error@std@@YAXPEBD@Z", "??2@YAPEAX_K@Z",
+                       "__imp_?foo@bar@@YAXXZ", "memcpy", "TfLiteMissing"))
+    archive = zip_members(tmp_path / "pkg.zip", {"lib/tensorflowlite_c.lib": lib})
+    gate = replace(contract("tflite-windows-x86_64-static"), required=(), symbols=())
+    (problem,) = check(archive, gate, "2.17.0")
+    assert problem.startswith("2 undefined symbols")
+    assert "?Invoke@Interpreter@tflite@@QEAAHXZ" in problem and "TfLiteMissing" in problem
+    assert "std@@" not in problem and "memcpy" not in problem
 
 
 def test_a_package_may_ship_only_its_own_libraries(tmp_path):
