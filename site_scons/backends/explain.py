@@ -130,12 +130,6 @@ def render_plan(plan: Plan) -> str:
         "requires " + ", ".join(contract.required) if contract.required else "",
         "forbids " + ", ".join(contract.forbidden) if contract.forbidden else "",
         "exports " + ", ".join(f"{sym} from {lib}" for lib, sym in contract.symbols) if contract.symbols else "",
-        "Mach-O " + "+".join(contract.macho_archs) if contract.macho_archs else "",
-        "links " + ", ".join(f"{need} from {lib}" for lib, need in contract.links) if contract.links else "",
-        "does not link " + ", ".join(f"{need} from {lib}" for lib, need in contract.no_links)
-        if contract.no_links else "",
-        "CMake targets " + ", ".join(contract.cmake_targets) if contract.cmake_targets else "",
-        "no CMake targets " + ", ".join(contract.no_cmake_targets) if contract.no_cmake_targets else "",
         "header API <= library" if contract.header_api else "",
         *(_evidence_text(e, "shows") for e in contract.accelerators),
         *(_evidence_text(e, "shows no") for e in contract.foreign_accelerators),

@@ -2,16 +2,18 @@
 (tiny) binaries made here, through the contracts the recipes plan for named legs."""
 from __future__ import annotations
 
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from backends import toolchain
 from backends.model.matrix import load_matrix
 from backends.model.plan import Contract
 from backends.model.recipes import plan_leg
 from backends.steps.verify import ContractError, check, verify
-from binaries import coff_static, elf_shared, elf_static, zip_members
+from binaries import coff_static, elf_shared, elf_static, macho_dylib, zip_members
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT)
@@ -73,17 +75,6 @@ def test_oversized_archive(tmp_path, ort_library):
     archive = ort_archive(tmp_path / "big.zip", ort_library, CPU_HEADERS)
     problems = check(archive, replace(contract(ORT_CPU), max_bytes=10), "1.26.0")
     assert any("over the 0 GB release-asset limit" in p for p in problems)
-
-
-def test_linked_libraries_of_a_contract(tmp_path):
-    m = elf_shared(tmp_path / "libm.so.6", ("cos",), soname="libm.so.6")
-    lib = elf_shared(tmp_path / "libf.so", ("f",), needed=[m])
-    archive = zip_members(tmp_path / "pkg.zip", {"lib/libf.so": lib})
-    assert check(archive, Contract(links=(("lib/libf.so", "libm.so"),)), "1.0.0") == []
-    assert check(archive, Contract(no_links=(("lib/libf.so", "libm.so"),)), "1.0.0") == \
-        ["lib/libf.so links libm.so, which this flavor must not ship"]
-    assert check(archive, Contract(links=(("lib/libf.so", "Metal.framework"),)), "1.0.0") == \
-        ["lib/libf.so does not link Metal.framework: the accelerator is not in this build"]
 
 
 # --- issue: what an archive may contain: its binaries and its version ------------------------
@@ -173,3 +164,14 @@ def test_a_package_may_ship_only_its_own_libraries(tmp_path):
     bad = zip_members(tmp_path / "bad.zip", {"lib/libtorch_cuda.so": torch, "lib/libextra.so": renamed})
     (problem,) = check(bad, allowed, "2.12.0")
     assert problem.startswith("lib/libextra.so is libcutensor.so.2, not a library this package ships")
+
+
+def test_universal_packages_carry_both_slices_in_every_library(tmp_path):
+    arm = macho_dylib(tmp_path / "arm64.dylib", ("TfLiteModelCreate",), arch="arm64")
+    x86 = macho_dylib(tmp_path / "x86_64.dylib", ("TfLiteModelCreate",), arch="x86_64")
+    fat = tmp_path / "libtensorflowlite_c.dylib"
+    subprocess.run([toolchain.require_tool("llvm-lipo", "test"), "-create", arm, x86, "-output", fat], check=True)
+    universal = Contract(platform="macos-universal")
+    assert check(zip_members(tmp_path / "fat.zip", {"lib/libtensorflowlite_c.dylib": fat}), universal, "2.17.0") == []
+    (problem,) = check(zip_members(tmp_path / "thin.zip", {"lib/libtensorflowlite_c.dylib": arm}), universal, "2.17.0")
+    assert problem.endswith("is Mach-O arm64; macos-universal needs Mach-O arm64+x86_64")

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
 from backends.model.matrix import load_matrix
 from backends.model.plan import Contract
 from backends.model.recipes import plan_leg

@@ -105,15 +105,11 @@ class Contract:
     required: tuple[str, ...] = ()
     forbidden: tuple[str, ...] = ()
     symbols: tuple[tuple[str, str], ...] = ()  # (library glob, exported symbol)
-    macho_archs: tuple[str, ...] = ()
     header_api: tuple[str, str] | None = None  # (header path, library glob): header API <= library's
-    links: tuple[tuple[str, str], ...] = ()  # (library glob, a needed library it must link)
-    no_links: tuple[tuple[str, str], ...] = ()  # (library glob, a needed library it must not link)
-    cmake_targets: tuple[str, ...] = ()  # must be exported by the package's CMake export sets
-    no_cmake_targets: tuple[str, ...] = ()
     relocatable: bool = True  # no build-tree or other foreign absolute paths in shipped build metadata
     max_bytes: int = 2 * 1024**3 - 1
-    # The leg's platform: every library must be a binary of its OS and architecture.
+    # The leg's platform: every library must be a binary of its OS and architecture(s)
+    # (the Mach-O slices of a universal package).
     platform: str = ""
     accelerators: tuple[Evidence, ...] = ()  # present: the flavor's accelerators
     foreign_accelerators: tuple[Evidence, ...] = ()  # absent: every other accelerator of the engine

@@ -45,7 +45,7 @@ def _aggregate_plan(leg: Leg, engine: Engine, matrix: Matrix, archive: str) -> P
         libraries = [p for p in first.required if p.startswith("lib/") and p.count("/") == 1]
         required = tuple(p for p in first.required if not p.startswith("lib/"))
         required += tuple(f"lib/{abi}/{Path(p).name}" for abi in abis for p in libraries)
-        contract = replace(first, required=required, symbols=(), links=(), no_links=(), cmake_targets=())
+        contract = replace(first, required=required, symbols=())
         notes = (f"include/ from {leg.inputs[0]}; lib/<abi>/ from each of {', '.join(leg.inputs)}",)
         smoke = None
     return Plan(leg=leg, version=engine.version, archive=archive, contract=contract, smoke=smoke, notes=notes)
@@ -65,13 +65,9 @@ def plan_leg(leg: Leg, engine: Engine, matrix: Matrix) -> Plan:
 
 
 def _with_platform_rules(contract: Contract, leg: Leg, engine: Engine) -> Contract:
-    """What every engine's contract checks alike: the binaries' platform (and Mach-O
-    slices), the OS the package promises, and the shared data of engines/contracts.toml."""
-    macho_archs: tuple[str, ...] = ()
-    if leg.os == "macos":
-        macho_archs = tuple(p.split("-", 1)[1] for p in AGGREGATE_SLICES["universal"]) \
-            if leg.aggregate == "universal" else (leg.arch,)
-    contract = replace(contract, platform=leg.platform, macho_archs=macho_archs, min_os=_promised_min_os(leg))
+    """What every engine's contract checks alike: the binaries' platform, the OS the
+    package promises, and the shared data of engines/contracts.toml."""
+    contract = replace(contract, platform=leg.platform, min_os=_promised_min_os(leg))
     return with_contract_data(contract, leg, load_contract_data(contracts_file(engine.root.parent)))
 
 

@@ -2,12 +2,13 @@
 user downloads is what passed. Each concern is a module of `checks/`."""
 from __future__ import annotations
 
+import tarfile
+import zipfile
 from pathlib import Path
 
 from ..model.plan import Contract
 from .checks.accelerators import check_accelerators
-from .checks.binaries import check_formats, check_identities, check_links, check_macho_archs, check_symbols
-from .checks.cmake import check_targets
+from .checks.binaries import check_formats, check_identities, check_symbols
 from .checks.members import check_members
 from .checks.paths import check_paths
 from .checks.undefined import check_undefined
@@ -25,7 +26,7 @@ def check(archive: Path, contract: Contract, version: str, build_root: str = "")
     """Every violation of `contract` by `archive` (empty when it holds)."""
     try:
         view = open_archive(archive)
-    except (ArchiveError, OSError, ValueError) as error:
+    except (ArchiveError, OSError, zipfile.BadZipFile, tarfile.TarError) as error:
         return [f"{archive.name} cannot be read: {error}"]
     try:
         unsafe = check_members(view)
@@ -42,15 +43,12 @@ def _check_contents(view: ArchiveView, contract: Contract, version: str, build_r
     problems += [f"forbidden file {n}" for n in view.names if matches_any(n, contract.forbidden)]
     problems += check_formats(view, contract.platform)
     problems += check_symbols(view, contract)
-    problems += check_links(view, contract)
-    problems += check_macho_archs(view, contract.macho_archs)
     problems += check_xcframeworks(view, contract.min_os)
     problems += check_accelerators(view, contract.platform, contract.accelerators, contract.foreign_accelerators)
     problems += check_identities(view, contract.allowed_libraries)
     problems += check_undefined(view, contract.platform, contract.system_symbols, contract.internal_prefixes)
     problems += check_header_api(view, contract, version)
     problems += check_versions(view, contract.versions, version)
-    problems += check_targets(view, contract.cmake_targets, contract.no_cmake_targets)
     if contract.relocatable:
         problems += check_paths(view, build_root)
     return problems
@@ -75,14 +73,10 @@ def summary(contract: Contract) -> list[str]:
     """What verify checked, in words (the verify manifest and `scons plan=1`)."""
     checked = [f"requires {p}" for p in contract.required] + [f"forbids {p}" for p in contract.forbidden]
     checked += [f"{lib} exports {sym}" for lib, sym in contract.symbols]
-    checked += [f"{lib} links {need}" for lib, need in contract.links]
-    checked += [f"{lib} does not link {need}" for lib, need in contract.no_links]
     checked += [f"shows {e.accelerator} evidence" for e in contract.accelerators]
     checked += [f"shows no {e.accelerator} evidence" for e in contract.foreign_accelerators]
     if contract.platform:
         checked.append(f"every library is a {contract.platform} binary")
-    if contract.macho_archs:
-        checked.append("Mach-O " + "+".join(contract.macho_archs))
     if contract.min_os:
         checked.append(f"xcframework slices need at most OS {contract.min_os}")
     if contract.allowed_libraries:
@@ -92,8 +86,6 @@ def summary(contract: Contract) -> list[str]:
     checked += [f"version from {p.kind} {p.member}" for p in contract.versions]
     if contract.header_api:
         checked.append("header API <= library API")
-    checked += [f"exports CMake target {t}" for t in contract.cmake_targets]
-    checked += [f"does not export CMake target {t}" for t in contract.no_cmake_targets]
     checked.append("members stay inside the package")
     if contract.relocatable:
         checked.append("no foreign absolute paths in CMake, pkg-config or libtool files")

@@ -1,15 +1,15 @@
 """The libraries themselves: each is a real binary of the leg's OS and architecture (a
-4-byte stub is not), exports what the contract names, links what it must, and a shared
-library carries an identity (SONAME, install name, DLL name) the package may ship."""
+4-byte stub is not), exports what the contract names, and a shared library carries an
+identity (SONAME, install name, DLL name) the package may ship."""
 from __future__ import annotations
 
 import re
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
 
+from ...model.matrix import AGGREGATE_SLICES
 from ...model.plan import Contract
-from ..inspect import binary_archs, library_identity, needed_libraries
-from ..universal import macho_archs
+from ..inspect import binary_archs, library_identity
 from .view import ArchiveView, group_of, slice_of
 
 OS_FORMATS = {"linux": ("elf",), "android": ("elf",), "macos": ("macho",), "ios": ("macho",),
@@ -33,7 +33,7 @@ def expected_binary(platform: str, member: str) -> tuple[tuple[str, ...], set[st
     if os_name == "ios":
         return formats, set(_SLICE_ARCHS.findall(slice_of(member).partition("-")[2]))
     if arch == "universal":
-        return formats, {"x86_64", "arm64"}
+        return formats, {p.split("-", 1)[1] for p in AGGREGATE_SLICES["universal"]}
     if not arch:  # the Android bundle and AAR: lib/<abi>/
         arch = group_of(member, platform)
     return (formats, {ARCHS[arch]}) if arch in ARCHS else None
@@ -63,34 +63,6 @@ def check_symbols(view: ArchiveView, contract: Contract) -> list[str]:
             problems.append(f"no library {lib_pattern} to look for {symbol} in")
         elif symbol not in view.symbols(name)[0]:
             problems.append(f"{name} does not export {symbol}")
-    return problems
-
-
-def check_links(view: ArchiveView, contract: Contract) -> list[str]:
-    problems = []
-    for lib_pattern, needed in contract.links + contract.no_links:
-        name = view.first(lib_pattern)
-        if name is None:
-            problems.append(f"no library {lib_pattern} to read the linked libraries of")
-            continue
-        linked = view.is_binary(name) and any(needed in dep for dep in needed_libraries(view.file(name)))
-        if (lib_pattern, needed) in contract.links and not linked:
-            problems.append(f"{name} does not link {needed}: the accelerator is not in this build")
-        elif (lib_pattern, needed) in contract.no_links and linked:
-            problems.append(f"{name} links {needed}, which this flavor must not ship")
-    return problems
-
-
-def check_macho_archs(view: ArchiveView, wanted_archs: tuple[str, ...]) -> list[str]:
-    if not wanted_archs:
-        return []
-    wanted = sorted(wanted_archs)
-    problems = []
-    for name in view.binaries:
-        if name.startswith("lib/") and name.endswith((".a", ".dylib")):
-            archs = sorted(macho_archs(view.file(name))) if binary_archs(view.file(name))[0] == "macho" else []
-            if archs != wanted:
-                problems.append(f"{name} has Mach-O slices {archs or 'none'}, expected {wanted}")
     return problems
 
 

@@ -31,13 +31,3 @@ def exported_targets(view: ArchiveView) -> dict[str, str]:
             targets.setdefault(target, name)
             targets.setdefault(target.rpartition("::")[2], name)
     return targets
-
-
-def check_targets(view: ArchiveView, required: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
-    if not (required or forbidden):
-        return []
-    exported = exported_targets(view)
-    problems = [f"no CMake export set exports the target {t}" for t in required if t not in exported]
-    problems += [f"{exported[t]} exports the target {t}, which this flavor must not ship"
-                 for t in forbidden if t in exported]
-    return problems

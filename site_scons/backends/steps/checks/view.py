@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import shutil
 import stat
 import tarfile
 import tempfile
@@ -12,10 +13,10 @@ import zipfile
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
-from ..globs import matches
 from ..bundle import object_format
+from ..globs import matches
 from ..inspect import symbol_sets
 
 # Entry kinds.
@@ -44,7 +45,7 @@ class ArchiveView:
 
     path: Path
     entries: list[Entry]
-    _read: Callable[[str], bytes]
+    _open: Callable[[str], BinaryIO]
     keep: object = None  # resources that must live as long as the view
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="verify-")))
     _extracted: dict[str, Path] = field(default_factory=dict)
@@ -60,7 +61,8 @@ class ArchiveView:
         return {e.name: e.target for e in self.entries if e.kind == SYMLINK}
 
     def read(self, name: str) -> bytes:
-        return self._read(name)
+        with self._open(name) as stream:
+            return stream.read()
 
     def first(self, pattern: str) -> str | None:
         """The first member matching `pattern`, with symlinks inside the archive followed."""
@@ -81,7 +83,8 @@ class ArchiveView:
         if name not in self._extracted:
             target = self.scratch / f"{len(self._extracted)}" / posixpath.basename(name)
             target.parent.mkdir(parents=True)
-            target.write_bytes(self.read(name))
+            with self._open(name) as stream, open(target, "wb") as out:
+                shutil.copyfileobj(stream, out, 1 << 20)  # libraries reach a GB: never whole in memory
             self._extracted[name] = target
         return self._extracted[name]
 
@@ -96,11 +99,11 @@ class ArchiveView:
         return object_format(self.file(name)) in BINARY_FORMATS
 
     def close(self) -> None:
-        import shutil
-
         shutil.rmtree(self.scratch, ignore_errors=True)
         if isinstance(self.keep, tempfile.TemporaryDirectory):
             self.keep.cleanup()
+        elif isinstance(self.keep, (zipfile.ZipFile, tarfile.TarFile)):
+            self.keep.close()
 
     @cached_property
     def libraries(self) -> list[str]:
@@ -161,7 +164,7 @@ def _zip_view(path: Path) -> ArchiveView:
             entries.append(Entry(info.filename, FILE))
         else:
             entries.append(Entry(info.filename, SPECIAL))
-    return ArchiveView(path, entries, handle.read, keep=handle)
+    return ArchiveView(path, entries, handle.open, keep=handle)
 
 
 def _tar_view(path: Path) -> ArchiveView:
@@ -170,13 +173,13 @@ def _tar_view(path: Path) -> ArchiveView:
     entries = [Entry(m.name, _tar_kind(m), m.linkname) for m in members]
     by_name = {m.name: m for m in members}
 
-    def read(name: str) -> bytes:
+    def open_member(name: str) -> BinaryIO:
         stream = tar.extractfile(by_name[name])
         if stream is None:
             raise ArchiveError(f"{path.name}: {name} has no content")
-        return stream.read()
+        return stream
 
-    return ArchiveView(path, entries, read, keep=tar)
+    return ArchiveView(path, entries, open_member, keep=tar)
 
 
 def _tar_kind(member: tarfile.TarInfo) -> str:
@@ -198,8 +201,11 @@ def _7z_view(path: Path) -> ArchiveView:
 
     from ..extract import _name_problem
 
-    with py7zr.SevenZipFile(path) as seven:
-        listed = [(m.filename, _7z_kind(m)) for m in seven.files]
+    try:
+        with py7zr.SevenZipFile(path) as seven:
+            listed = [(m.filename, _7z_kind(m)) for m in seven.files]
+    except py7zr.exceptions.ArchiveError as error:
+        raise ArchiveError(f"{path.name}: {error}") from None
     if any(_name_problem(name) for name, _ in listed):
         return ArchiveView(path, [Entry(n, k) for n, k in listed], _unreadable(path))
     unpacked = tempfile.TemporaryDirectory(prefix="verify-7z-")
@@ -207,7 +213,7 @@ def _7z_view(path: Path) -> ArchiveView:
     with py7zr.SevenZipFile(path) as seven:
         seven.extractall(path=root)
     entries = [Entry(name, kind, os.readlink(root / name) if kind == SYMLINK else "") for name, kind in listed]
-    return ArchiveView(path, entries, lambda n: (root / n).read_bytes(), keep=unpacked)
+    return ArchiveView(path, entries, lambda n: open(root / n, "rb"), keep=unpacked)
 
 
 def _7z_kind(member: object) -> str:
@@ -220,7 +226,7 @@ def _7z_kind(member: object) -> str:
     return FILE
 
 
-def _unreadable(path: Path) -> Callable[[str], bytes]:
-    def read(name: str) -> bytes:
+def _unreadable(path: Path) -> Callable[[str], BinaryIO]:
+    def open_member(name: str) -> BinaryIO:
         raise ArchiveError(f"{path.name}: not extracted, it has unsafe member names")
-    return read
+    return open_member
