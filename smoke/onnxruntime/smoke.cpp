@@ -18,6 +18,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -254,6 +255,10 @@ int main(int argc, char** argv) {
     if (flavor == "cpu") {
       if (SMOKE_HAS_COREML) return fail("CPU package ships coreml_provider_factory.h");
       if (SMOKE_HAS_DML) return fail("CPU package ships dml_provider_factory.h");
+      // The library itself, whatever headers came with it.
+      for (const char* ep : {"CoreMLExecutionProvider", "DmlExecutionProvider", "CUDAExecutionProvider"}) {
+        if (has_provider(providers, ep)) return fail(std::string("CPU package's library provides ") + ep);
+      }
     } else if (flavor == "gpu") {
       // SMOKE_ACCELERATOR may be a comma list; every member must be honoured.
       std::vector<std::string> accels;
@@ -282,6 +287,8 @@ int main(int argc, char** argv) {
     } else if (flavor == "cuda") {
       // The provider library itself is checked at configure time (CMakeLists.txt).
       if (SMOKE_HAS_COREML || SMOKE_HAS_DML) return fail("-cuda package ships a CoreML/DirectML provider header");
+      if (has_provider(providers, "CoreMLExecutionProvider") || has_provider(providers, "DmlExecutionProvider"))
+        return fail("-cuda package's library provides CoreML/DirectML");
       if (!has_provider(providers, "CUDAExecutionProvider"))
         return fail("flavor cuda but the library does not provide CUDAExecutionProvider");
     } else {

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from backends.model.contract_data import load_contract_data
 from backends.model.matrix import load_matrix
 from backends.model.plan import Contract, Plan
 from backends.model.recipes import plan_all
@@ -46,6 +47,17 @@ def test_every_accelerator_of_a_variant_has_binary_evidence(leg_id):
     assert set(shown) == set(plan.leg.accelerator)
     for accelerator, evidence in shown.items():
         assert evidence.symbols or evidence.links or evidence.targets, f"{leg_id}: {accelerator} has no binary evidence"
+
+
+@pytest.mark.parametrize("engine", sorted(MATRIX.engines))
+def test_every_cpu_package_forbids_every_accelerator_of_its_engine(engine):
+    """LiteRT, Android, WASM and the rest: CPU packages everywhere, checked in their binaries."""
+    table = load_contract_data(ROOT / "engines" / "contracts.toml").evidence[engine]
+    for plan in PLANS.values():
+        if plan.leg.engine == engine and plan.leg.flavor == "cpu":
+            foreign = {e.accelerator: e for e in plan.contract.foreign_accelerators}
+            assert set(foreign) == set(table), plan.leg.id
+            assert all(e.symbols or e.links or e.targets for e in foreign.values()), plan.leg.id
 
 
 @pytest.mark.parametrize("leg_id", VARIANTS)
