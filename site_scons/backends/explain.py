@@ -6,7 +6,8 @@ from typing import Iterable, Sequence
 
 from .host import Host
 from .model.leg import Leg
-from .model.plan import Command, Evidence, Plan
+from .model.plan import Command, Plan
+from .steps.verify import summary
 
 
 def _yes_no(flag: bool) -> str:
@@ -125,22 +126,7 @@ def render_plan(plan: Plan) -> str:
         lines.append("  fixup:")
         for command in plan.fixups:
             lines += _command_text(command)
-    contract = plan.contract
-    lines.append("  verify: " + "; ".join(filter(None, [
-        "requires " + ", ".join(contract.required) if contract.required else "",
-        "forbids " + ", ".join(contract.forbidden) if contract.forbidden else "",
-        "exports " + ", ".join(f"{sym} from {lib}" for lib, sym in contract.symbols) if contract.symbols else "",
-        "header API <= library" if contract.header_api else "",
-        *(_evidence_text(e, "shows") for e in contract.accelerators),
-        *(_evidence_text(e, "shows no") for e in contract.foreign_accelerators),
-        f"{contract.platform} binaries" if contract.platform else "",
-        f"slices need at most OS {contract.min_os}" if contract.min_os else "",
-        "shared libraries only " + ", ".join(contract.allowed_libraries) if contract.allowed_libraries else "",
-        "version from " + ", ".join(f"{p.kind} {p.member}" for p in contract.versions) if contract.versions else "",
-        "static libraries self-contained",
-        "members inside the package",
-        "under 2 GB",
-    ])))
+    lines.append("  verify: " + "; ".join(summary(plan.contract)))
     if plan.smoke:
         defines = " ".join(f"-D{k}={v}" for k, v in plan.smoke.defines.items())
         lines.append(f"  smoke: {plan.smoke.project} {defines}".rstrip())
@@ -150,8 +136,3 @@ def render_plan(plan: Plan) -> str:
     lines += [f"  note: {note}" for note in plan.notes]
     return "\n".join(lines)
 
-
-def _evidence_text(evidence: Evidence, verb: str) -> str:
-    items = [*evidence.files, *evidence.symbols, *(f"links {n}" for n in evidence.links),
-             *(f"target {t}" for t in evidence.targets)]
-    return f"{verb} {evidence.accelerator} ({', '.join(items)})"

@@ -6,7 +6,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from ..model.plan import Contract
+from ..model.plan import Contract, Evidence
 from .checks.accelerators import check_accelerators
 from .checks.binaries import check_formats, check_identities, check_symbols
 from .checks.members import check_members
@@ -70,11 +70,11 @@ def verify(archive: Path, contract: Contract, version: str, build_root: str = ""
 
 
 def summary(contract: Contract) -> list[str]:
-    """What verify checked, in words (the verify manifest and `scons plan=1`)."""
+    """What verify checks, in words: the verify manifest and `scons plan=1` print it."""
     checked = [f"requires {p}" for p in contract.required] + [f"forbids {p}" for p in contract.forbidden]
     checked += [f"{lib} exports {sym}" for lib, sym in contract.symbols]
-    checked += [f"shows {e.accelerator} evidence" for e in contract.accelerators]
-    checked += [f"shows no {e.accelerator} evidence" for e in contract.foreign_accelerators]
+    checked += [_evidence_text(e, "shows") for e in contract.accelerators]
+    checked += [_evidence_text(e, "shows no") for e in contract.foreign_accelerators]
     if contract.platform:
         checked.append(f"every library is a {contract.platform} binary")
     if contract.min_os:
@@ -91,3 +91,9 @@ def summary(contract: Contract) -> list[str]:
         checked.append("no foreign absolute paths in CMake, pkg-config or libtool files")
     checked.append(f"size <= {contract.max_bytes}")
     return checked
+
+
+def _evidence_text(evidence: Evidence, verb: str) -> str:
+    items = [*evidence.files, *evidence.symbols, *(f"links {n}" for n in evidence.links),
+             *(f"target {t}" for t in evidence.targets)]
+    return f"{verb} {evidence.accelerator} evidence ({', '.join(items)})"
