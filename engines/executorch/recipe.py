@@ -11,7 +11,7 @@ from typing import Mapping
 
 from backends.model.engine import Engine
 from backends.model.leg import Leg
-from backends.model.plan import Command, Contract, CopyRule, Download, Plan, Smoke, frozen
+from backends.model.plan import Command, Contract, CopyRule, Download, Plan, Smoke, VersionProbe, frozen
 from backends.model import recipe_kit as kit
 
 # Parallelism = installed RAM in GB / 3 (floor 2, ceiling the core count, 8 GB assumed when
@@ -42,14 +42,19 @@ COMMON_DEFINES = {
 # holds the pinned torch (the leg's venv), not whichever python3 comes first on PATH.
 PYTHON_DEFINE = {"PYTHON_EXECUTABLE": "{venv_python}"}
 
-# Accelerator -> (CMake switch, exported CMake target). Only -gpu legs name accelerators
-# (variants/executorch.toml), so CPU legs can never carry one of these switches.
+# Accelerator -> CMake switch. Only -gpu legs name accelerators (variants/executorch.toml),
+# so CPU legs can never carry one of these switches; what proves a delegate is in a
+# package (its export-set target, library, symbols) is in engines/contracts.toml.
 DELEGATES = {
-    "coreml": ("EXECUTORCH_BUILD_COREML", "coremldelegate"),
-    "mps": ("EXECUTORCH_BUILD_MPS", "mpsdelegate"),
-    "mlx": ("EXECUTORCH_BUILD_MLX", "mlx"),
-    "vulkan": ("EXECUTORCH_BUILD_VULKAN", "vulkan_backend"),
+    "coreml": "EXECUTORCH_BUILD_COREML",
+    "mps": "EXECUTORCH_BUILD_MPS",
+    "mlx": "EXECUTORCH_BUILD_MLX",
+    "vulkan": "EXECUTORCH_BUILD_VULKAN",
 }
+# The version the build writes into its headers (runtime/core/version.h.in).
+VERSION_HEADER = "executorch/runtime/core/version.h"
+ET_VERSION = r'#define ET_VERSION "([^"]+)"'
+
 MACOS_DEPLOYMENT = "12.0"
 MLX_DEPLOYMENT = "14.0"  # backends/mlx hard-requires it; only the arm64 -gpu leg has MLX
 WINDOWS_ARM64_DEFINES = {  # MSVC arm64 has no <arm_fp16.h> (fatal C1083)
@@ -185,7 +190,7 @@ def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
 
 
 def _delegate_defines(leg: Leg) -> dict[str, str]:
-    return {DELEGATES[acc][0]: "ON" for acc in _accelerated(leg)}
+    return {DELEGATES[acc]: "ON" for acc in _accelerated(leg)}
 
 
 def configure_argv(leg: Leg, engine: Engine) -> tuple[str, ...]:
@@ -240,19 +245,13 @@ def _relocate() -> Command:
 
 
 def _contract(leg: Leg) -> Contract:
-    shipped = _accelerated(leg)
-    required = [
-        "lib/cmake/ExecuTorch/executorch-config.cmake",
-        "include/executorch/runtime/executor/program.h",
-        "lib/" + kit.static_lib_name(leg, "executorch"),
-    ]
-    if "mlx" in shipped:
-        required += ["lib/mlx.metallib", "lib/libmlx.a"]
     return Contract(
-        required=tuple(required),
-        macho_archs=(leg.arch,) if leg.os == "macos" else (),
-        cmake_targets=tuple(DELEGATES[acc][1] for acc in shipped),
-        no_cmake_targets=tuple(target for acc, (_, target) in DELEGATES.items() if acc not in shipped),
+        required=(
+            "lib/cmake/ExecuTorch/executorch-config.cmake",
+            "include/executorch/runtime/executor/program.h",
+            "lib/" + kit.static_lib_name(leg, "executorch"),
+        ),
+        versions=(VersionProbe("text", f"include/{VERSION_HEADER}", ET_VERSION),),
         relocatable=True,
     )
 
@@ -351,12 +350,15 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         patches=kit.patches_for(engine, leg),
         build=tuple(_ios_build(leg, engine)),
         collect=(CopyRule("{build}/executorch.xcframework/**", "executorch.xcframework"),),
-        contract=Contract(required=(
-            "executorch.xcframework/Info.plist",
-            "executorch.xcframework/ios-arm64/libexecutorch.a",
-            "executorch.xcframework/*simulator/libexecutorch.a",
-            "executorch.xcframework/ios-arm64/Headers/executorch/runtime/executor/program.h",
-        )),
+        contract=Contract(
+            required=(
+                "executorch.xcframework/Info.plist",
+                "executorch.xcframework/ios-arm64/libexecutorch.a",
+                "executorch.xcframework/*simulator/libexecutorch.a",
+                "executorch.xcframework/ios-arm64/Headers/executorch/runtime/executor/program.h",
+            ),
+            versions=(VersionProbe("text", f"executorch.xcframework/ios-arm64/Headers/{VERSION_HEADER}", ET_VERSION),),
+        ),
         notes=NOTES + ("no iOS smoke: the xcframework is checked by its contract only",),
         private_source=True,
     )
@@ -374,6 +376,7 @@ WHEEL_DELEGATES = {
 }
 WHEEL_ALWAYS_DROPPED = ("lib/libexecutorch_backend_qnn.*", "lib/libexecutorch_backend_openvino.*",
                         "lib/libexecutorch_backend_cuda.*")
+WHEEL_VERSION_FILE = "share/cmake/executorch-config-version.cmake"
 
 
 def _wheel_library(leg: Leg, name: str) -> str:
@@ -383,17 +386,15 @@ def _wheel_library(leg: Leg, name: str) -> str:
 def _wheel_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     download = replace(kit.url_source(engine, "wheel", leg.params), roots=("executorch",))
     foreign = tuple(p for acc, patterns in WHEEL_DELEGATES.items() if acc not in leg.accelerator for p in patterns)
-    shipped = tuple(p for acc in leg.accelerator for p in WHEEL_DELEGATES.get(acc, ()))
     return Plan(
         leg=leg, version=engine.version, archive=archive, downloads=(download,),
         collect=tuple(CopyRule(f"{{extract:wheel}}/{d}/**", d) for d in ("include", "lib", "share")),
         exclude=WHEEL_ALWAYS_DROPPED + foreign,
         contract=Contract(
             required=("include/executorch/runtime/executor/program.h", "share/cmake/executorch-config.cmake",
-                      _wheel_library(leg, "executorch"), _wheel_library(leg, "executorch_backend_xnnpack"),
-                      *shipped),
-            forbidden=WHEEL_ALWAYS_DROPPED + foreign,
-            macho_archs=(leg.arch,) if leg.os == "macos" else (),
+                      _wheel_library(leg, "executorch"), _wheel_library(leg, "executorch_backend_xnnpack")),
+            forbidden=WHEEL_ALWAYS_DROPPED,
+            versions=(VersionProbe("text", WHEEL_VERSION_FILE, r'set\(PACKAGE_VERSION "([^"]+)"\)'),),
         ),
         smoke=Smoke("smoke/executorch", model="add.pte"),
         notes=("repackaged from the published wheel: shared libraries (XNNPACK, optimized and quantized kernels, "

@@ -9,7 +9,7 @@ from dataclasses import replace
 from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
-from backends.model.plan import Command, Contract, CopyRule, Plan, Smoke
+from backends.model.plan import Command, Contract, CopyRule, Plan, Smoke, VersionProbe
 
 PACKAGE_DIRS = ("include", "lib", "share", "bin")
 TORCH_CONFIG = "share/cmake/Torch/TorchConfig.cmake"
@@ -40,30 +40,38 @@ def nvidia_redistributables(os_name: str) -> tuple[str, ...]:
     return tuple(f"lib/lib{stem}*.so*" for stem in NVIDIA_STEMS)
 
 
-CUDA_LIBRARIES = {"linux": ("lib/libtorch_cuda.so", "lib/libc10_cuda.so"),
-                  "windows": ("lib/torch_cuda.dll", "lib/c10_cuda.dll")}
-
-
 def _main_library(leg: Leg) -> str:
     return {"linux": "lib/libtorch_cpu.so", "windows": "lib/torch_cpu.dll"}.get(leg.os, "lib/libtorch_cpu.dylib")
 
 
+# Every shared library a LibTorch package ships, by the name its loader knows it by
+# (SONAME, install name, DLL name): PyTorch's own and the runtimes it bundles. An NVIDIA
+# redistributable is none of these, whatever its file is called.
+OWN_LIBRARIES = ("libtorch*", "torch*", "libc10*", "c10*", "libcaffe2*", "caffe2*", "libshm.*", "shm.dll")
+BUNDLED_RUNTIMES = (
+    "libgomp*", "libomp*", "libiomp5*", "libiompstubs5*",  # OpenMP
+    "libarm_compute*", "libopenblas*", "libgfortran*", "libquadmath*",  # Linux aarch64 BLAS
+    "uv.dll", "libuv*", "asmjit*", "fbgemm*",  # Windows release zips
+)
+VERSION_FILE = "share/cmake/Torch/TorchConfigVersion.cmake"
+# The release and the wheel ship share/cmake/ATen/ATenConfig.cmake with the runner's
+# include directory (/__w/pytorch/..., /Users/runner/work/..., C:/actions-runner/...);
+# find_package(Torch) never reads it.
+STALE_CONFIGS = ("share/cmake/ATen/**",)
+
+
 def _contract(leg: Leg) -> Contract:
-    required = ["include/torch/csrc/api/include/torch/torch.h", TORCH_CONFIG, _main_library(leg)]
+    required = ["include/torch/csrc/api/include/torch/torch.h", TORCH_CONFIG, VERSION_FILE, _main_library(leg)]
     forbidden = [p for p in PYTHON_AND_TESTS if not p.startswith("bin/*.")]
     if leg.flavor == "cuda":
-        required += CUDA_LIBRARIES[leg.os]
         forbidden += nvidia_redistributables(leg.os)
     if leg.platform == "linux-aarch64":
         required.append("lib/libarm_compute.so")  # consumers get undefined arm_compute::* without it
-    # MPS is Metal: only the -gpu build's torch_cpu links the framework (CPU builds use USE_MPS=0).
-    metal = ((_main_library(leg), "Metal.framework"),) if leg.os == "macos" else ()
     return Contract(
         required=tuple(required),
-        forbidden=tuple(forbidden),
-        macho_archs=(leg.arch,) if leg.os == "macos" else (),
-        links=metal if "mps" in leg.accelerator else (),
-        no_links=() if "mps" in leg.accelerator else metal,
+        forbidden=tuple(forbidden) + STALE_CONFIGS,
+        allowed_libraries=OWN_LIBRARIES + BUNDLED_RUNTIMES,
+        versions=(VersionProbe("text", VERSION_FILE, r'set\(PACKAGE_VERSION "([^"]+)"\)'),),
     )
 
 
@@ -75,7 +83,7 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     download = replace(kit.url_source(engine, "release", leg.params), roots=("libtorch", "torch"))
     collect = tuple(CopyRule(f"{{extract:release}}/{d}/**", d, required=d in ("include", "lib", "share"))
                     for d in PACKAGE_DIRS)
-    exclude = PYTHON_AND_TESTS + (nvidia_redistributables(leg.os) if leg.flavor == "cuda" else ())
+    exclude = PYTHON_AND_TESTS + STALE_CONFIGS + (nvidia_redistributables(leg.os) if leg.flavor == "cuda" else ())
     notes = ()
     if leg.flavor == "cuda":
         notes = ("NVIDIA redistributables stripped (cuDNN, cuBLAS, cudart, NCCL, nvrtc, ...): "
@@ -148,7 +156,7 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     return Plan(
         leg=leg, version=engine.version, archive=archive,
         downloads=tuple(downloads), patches=kit.patches_for(engine, leg),
-        build=tuple(build), collect=tuple(collect), exclude=PYTHON_AND_TESTS, fixups=tuple(fixups),
+        build=tuple(build), collect=tuple(collect), exclude=PYTHON_AND_TESTS + STALE_CONFIGS, fixups=tuple(fixups),
         contract=_contract(leg), smoke=_smoke(), private_source=True,
         notes=("build_libtorch.py builds in <src>/build and installs into <src>/torch: each leg gets a private "
                "copy of the source tree, so the MPS and CPU builds never share objects",),

@@ -269,7 +269,6 @@ def _contract(leg: Leg) -> Contract:
         required=(ENVIRONMENT_HEADER, BUILD_CONFIG_HEADER, *libs),
         forbidden=("lib/*.def",),
         symbols=((libs[0], SYMBOL),),
-        macho_archs=(leg.arch,) if leg.os == "macos" else (),
     )
 
 

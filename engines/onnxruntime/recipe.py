@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from backends.model.engine import Engine
 from backends.model.leg import Leg
-from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke
+from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke, VersionProbe
 from backends.model import recipe_kit as kit
 
 COMMON_DEFINES = (
@@ -28,22 +28,8 @@ CPU_HEADERS = (
 )
 EP_HEADER_FILES = {"coreml": "coreml_provider_factory.h", "dml": "dml_provider_factory.h"}
 EP_HEADERS = {acc: f"{{src}}/include/onnxruntime/core/providers/{acc}/{name}" for acc, name in EP_HEADER_FILES.items()}
-EP_SYMBOLS = {
-    "coreml": "OrtSessionOptionsAppendExecutionProvider_CoreML",
-    "dml": "OrtSessionOptionsAppendExecutionProvider_DML",
-}
 # The shared macOS library's id: relocatable, found through the consumer's rpath.
 MACOS_INSTALL_NAME = "@rpath/libonnxruntime.dylib"
-
-
-def _shipped_eps(leg: Leg) -> list[str]:
-    return [acc for acc in leg.accelerator if acc in EP_HEADER_FILES]
-
-
-def _foreign_ep_headers(shipped_eps: list[str]) -> list[str]:
-    """EP headers a package must not carry: headers advertise execution providers
-    (docs/upstream.md#ort-headers)."""
-    return [f"**/{name}" for acc, name in EP_HEADER_FILES.items() if acc not in shipped_eps]
 
 
 def _platform_args(leg: Leg, engine: Engine) -> tuple[list[str], list[str]]:
@@ -98,32 +84,19 @@ def _headers(leg: Leg) -> list[CopyRule]:
     return rules
 
 
-def _contract(leg: Leg, libs: tuple[str, ...]) -> Contract:
-    shipped_eps = _shipped_eps(leg)
-    required = ["include/onnxruntime_c_api.h", "include/onnxruntime_cxx_api.h", *libs]
-    required += [f"include/{EP_HEADER_FILES[acc]}" for acc in shipped_eps]
-    forbidden = _foreign_ep_headers(shipped_eps)
-    symbols: list[tuple[str, str]] = []
-    no_symbols: list[tuple[str, str]] = []
+def _contract(leg: Leg, libs: tuple[str, ...], versions: tuple[VersionProbe, ...] = ()) -> Contract:
+    """Headers and libraries; which execution providers are compiled in is told by their
+    binary evidence (engines/contracts.toml), the same for every leg."""
     main_lib = libs[0] if libs else ""
-    if leg.os not in ("android", "wasm"):
-        symbols.append((main_lib, "OrtGetApiBase"))
-        symbols += [(main_lib, EP_SYMBOLS[acc]) for acc in shipped_eps]
-        # A package without an EP's header must not carry the EP either (PyPI's macOS
-        # libraries, for one, have CoreML compiled in).
-        no_symbols += [(main_lib, symbol) for acc, symbol in EP_SYMBOLS.items() if acc not in shipped_eps]
-    if leg.flavor == "cuda":
-        forbidden += ["**/*tensorrt*"]
-    if leg.accelerator == ("dml",):
-        required.append("lib/DirectML.dll")
+    symbols = ((main_lib, "OrtGetApiBase"),) if leg.os not in ("android", "wasm") else ()
     return Contract(
-        required=tuple(required),
-        forbidden=tuple(forbidden),
-        symbols=tuple(symbols),
-        no_symbols=tuple(no_symbols),
+        required=("include/onnxruntime_c_api.h", "include/onnxruntime_cxx_api.h", *libs),
+        # Headers advertise execution providers: the cuda package offers CUDA, not TensorRT.
+        forbidden=("**/*tensorrt*",) if leg.flavor == "cuda" else (),
+        symbols=symbols,
         install_names=((main_lib, MACOS_INSTALL_NAME),) if leg.os == "macos" and leg.kind == "shared" else (),
-        macho_archs=(leg.arch,) if leg.os == "macos" else (),
         header_api=("include/onnxruntime_c_api.h", main_lib) if main_lib else None,
+        versions=versions,
     )
 
 
@@ -142,6 +115,7 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     collect = _headers(leg)
     bundle = None
     fixups: list[Command] = []
+    versions: tuple[VersionProbe, ...] = ()
     if leg.os == "wasm":
         collect.append(CopyRule(f"{{build}}/{config}/libonnxruntime_webassembly.a", "lib", rename="libonnxruntime.a"))
         libs: tuple[str, ...] = ("lib/libonnxruntime.a",)
@@ -150,10 +124,12 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         fixups.append(Command("install-name", ("install_name_tool", "-id", MACOS_INSTALL_NAME,
                                                "{stage}/lib/libonnxruntime.dylib"), cwd="{stage}"))
         libs = ("lib/libonnxruntime.dylib",)
+        versions = (VersionProbe("dylib", "lib/libonnxruntime.dylib"),)
     elif leg.kind == "shared" and leg.os == "windows":
         collect += [CopyRule(f"{{build}}/{config}/{name}", "lib")
                     for name in ("onnxruntime.dll", "onnxruntime.lib", "DirectML.dll")]
         libs = ("lib/onnxruntime.dll", "lib/onnxruntime.lib")
+        versions = (VersionProbe("dll", "lib/onnxruntime.dll"),)
     else:
         build.append(_re2("{build}", config))
         output = "lib/" + kit.static_lib_name(leg, "onnxruntime")
@@ -164,7 +140,7 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         downloads=(kit.git_source(engine),),
         patches=kit.patches_for(engine, leg),
         build=tuple(build), collect=tuple(collect), bundle=bundle, fixups=tuple(fixups),
-        contract=_contract(leg, libs), smoke=_smoke(leg),
+        contract=_contract(leg, libs, versions), smoke=_smoke(leg),
     )
 
 
@@ -188,7 +164,6 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         "-library", "{build}/simulator/libonnxruntime.a", "-headers", "{stage}/include",
         "-output", "{stage}/onnxruntime.xcframework"), cwd="{stage}")
     drop_headers = Command("drop loose headers", ("cmake", "-E", "rm", "-rf", "{stage}/include"), cwd="{stage}")
-    shipped = _shipped_eps(leg)
     return Plan(
         leg=leg, version=engine.version, archive=archive,
         downloads=(kit.git_source(engine),),
@@ -196,11 +171,8 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         build=tuple(build),
         collect=tuple(_headers(leg)),
         fixups=(xcframework, drop_headers),
-        contract=Contract(
-            required=("onnxruntime.xcframework/Info.plist",
-                      *(f"onnxruntime.xcframework/*/Headers/{EP_HEADER_FILES[a]}" for a in shipped)),
-            forbidden=tuple(_foreign_ep_headers(shipped)),
-        ),
+        contract=Contract(required=("onnxruntime.xcframework/Info.plist",
+                                    "onnxruntime.xcframework/*/Headers/onnxruntime_c_api.h")),
         notes=("no iOS smoke: the xcframework is checked by its contract only",),
     )
 
@@ -238,11 +210,10 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         exclude += ["include/**/dml_provider_factory.h", "include/**/tensorrt_provider_factory.h"]
     else:
         exclude += [f"include/**/{name}" for name in EP_HEADER_FILES.values()]
-    contract = _contract(leg, libs)
-    if cuda:
-        cuda_lib = "lib/libonnxruntime_providers_cuda.so" if leg.os == "linux" else "lib/onnxruntime_providers_cuda.dll"
-        shared_lib = cuda_lib.replace("cuda", "shared")
-        contract = replace(contract, required=contract.required + (cuda_lib, shared_lib))
+    contract = _contract(leg, libs, _release_versions(leg))
+    if cuda:  # the CUDA provider is its evidence; ORT loads it through the shared bridge
+        bridge = "lib/libonnxruntime_providers_shared.so" if leg.os == "linux" else "lib/onnxruntime_providers_shared.dll"
+        contract = replace(contract, required=contract.required + (bridge,))
     return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download,),
                 collect=tuple(collect), exclude=tuple(exclude), contract=contract, smoke=_smoke(leg))
 
@@ -269,6 +240,15 @@ def validate(leg: Leg) -> None:
         kit.refuse_unless(leg, leg.os in ("macos", "windows"),
                           "builds shared libraries from source on macos and windows only; elsewhere shared "
                           "legs repackage upstream's release (source = \"prebuilt\")")
+
+
+def _release_versions(leg: Leg) -> tuple[VersionProbe, ...]:
+    """The release's library states its version: `libonnxruntime.so.1.26.0` with ELF
+    version VERS_1.26.0; onnxruntime.dll's VERSIONINFO (1.26.<build date>)."""
+    if leg.os == "linux":
+        return (VersionProbe("file-name", "lib/libonnxruntime.so.*"),
+                VersionProbe("elf-version", "lib/libonnxruntime.so", "VERS_"))
+    return (VersionProbe("dll", "lib/onnxruntime.dll"),)
 
 
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:

@@ -26,9 +26,8 @@ HEADERS = (
     "include/tensorflow/lite/core/c/c_api.h",
 )
 API_SYMBOLS = ("TfLiteInterpreterCreate", "TfLiteModelCreate")
-METAL_HEADER = "include/tensorflow/lite/delegates/gpu/metal_delegate.h"
+# Shipped beside the static Metal bundle (as upstream did); linked into the shared dylib.
 METAL_LIB = "lib/libmetal_delegate.a"
-METAL_SYMBOL = "TFLGpuDelegateCreate"
 # Google's delegate xcframeworks, per accelerator (pod Metal / CoreML subspecs, same tarball).
 IOS_FRAMEWORK = "TensorFlowLiteC"
 IOS_DELEGATE_FRAMEWORKS = {"metal": "TensorFlowLiteCMetal", "coreml": "TensorFlowLiteCCoreML"}
@@ -103,26 +102,13 @@ def _shared_libs(leg: Leg) -> tuple[str, ...]:
 
 
 def _contract(leg: Leg, libs: tuple[str, ...]) -> Contract:
-    main_lib = libs[0]
-    required = [*HEADERS, *libs]
-    symbols = [(main_lib, symbol) for symbol in API_SYMBOLS]
-    forbidden: list[str] = []
-    if _metal(leg):
-        # Shared: the delegate lives in the dylib, its entry points exported; a separate .a could
-        # not link against it. Static: merged into the one library and shipped beside it.
-        required.append(METAL_HEADER)
-        symbols.append((main_lib, METAL_SYMBOL))
-        if leg.kind == "static":
-            required.append(METAL_LIB)
-        else:
-            forbidden.append(METAL_LIB)
-    else:
-        forbidden += ["**/metal_delegate.h", "**/libmetal_delegate.a"]
+    """The C API; the Metal delegate is told by its binary evidence (engines/contracts.toml).
+    The shared Metal package links the delegate into the dylib, entry points exported: a
+    separate `libmetal_delegate.a` could not link against the dylib's hidden internals."""
     return Contract(
-        required=tuple(required),
-        forbidden=tuple(forbidden),
-        symbols=tuple(symbols),
-        macho_archs=(leg.arch,) if leg.os == "macos" else (),
+        required=(*HEADERS, *libs),
+        forbidden=(METAL_LIB,) if _metal(leg) and leg.kind == "shared" else (),
+        symbols=tuple((libs[0], symbol) for symbol in API_SYMBOLS),
     )
 
 
@@ -164,13 +150,10 @@ def podspec_argv(leg: Leg) -> tuple[str, ...]:
 
 
 def _ios_contract(leg: Leg) -> Contract:
-    shipped = _ios_frameworks(leg)
     binary = f"{IOS_FRAMEWORK}.framework/{IOS_FRAMEWORK}"
-    required = [f"{name}.xcframework/Info.plist" for name in shipped]
-    required += [f"{IOS_FRAMEWORK}.xcframework/ios-arm64/{binary}",
-                 f"{IOS_FRAMEWORK}.xcframework/*simulator*/{binary}"]
-    forbidden = [f"{name}.xcframework/**" for name in IOS_DELEGATE_FRAMEWORKS.values() if name not in shipped]
-    return Contract(required=tuple(required), forbidden=tuple(forbidden))
+    return Contract(required=(f"{IOS_FRAMEWORK}.xcframework/Info.plist",
+                              f"{IOS_FRAMEWORK}.xcframework/ios-arm64/{binary}",
+                              f"{IOS_FRAMEWORK}.xcframework/*simulator*/{binary}"))
 
 
 def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:

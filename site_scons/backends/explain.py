@@ -11,6 +11,7 @@ from .model.leg import Leg
 from .model.plan import Bundle, Command, Plan
 from .run import DEFAULT_ALLOW, POLICY_FLOOR_KEY, POLICY_FLOOR_VALUE
 from .steps.upstream import SETTINGS_PREFIX, SITE_SCONS
+from .steps.verify import summary
 
 
 def _yes_no(flag: bool) -> str:
@@ -170,24 +171,7 @@ def render_plan(plan: Plan) -> str:
         lines.append("  fixup:")
         for command in plan.fixups:
             lines += _command_text(command)
-    contract = plan.contract
-    lines.append("  verify: " + "; ".join(filter(None, [
-        "requires " + ", ".join(contract.required) if contract.required else "",
-        "forbids " + ", ".join(contract.forbidden) if contract.forbidden else "",
-        "exports " + ", ".join(f"{sym} from {lib}" for lib, sym in contract.symbols) if contract.symbols else "",
-        "does not export " + ", ".join(f"{sym} from {lib}" for lib, sym in contract.no_symbols)
-        if contract.no_symbols else "",
-        "install name " + ", ".join(f"{name} of {lib}" for lib, name in contract.install_names)
-        if contract.install_names else "",
-        "Mach-O " + "+".join(contract.macho_archs) if contract.macho_archs else "",
-        "links " + ", ".join(f"{need} from {lib}" for lib, need in contract.links) if contract.links else "",
-        "does not link " + ", ".join(f"{need} from {lib}" for lib, need in contract.no_links)
-        if contract.no_links else "",
-        "CMake targets " + ", ".join(contract.cmake_targets) if contract.cmake_targets else "",
-        "no CMake targets " + ", ".join(contract.no_cmake_targets) if contract.no_cmake_targets else "",
-        "header API <= library" if contract.header_api else "",
-        "under 2 GB",
-    ])))
+    lines.append("  verify: " + "; ".join(summary(plan.contract)))
     if plan.smoke:
         defines = " ".join(f"-D{k}={v}" for k, v in plan.smoke.defines.items())
         lines.append(f"  smoke: {plan.smoke.project} {defines}".rstrip()
@@ -198,3 +182,4 @@ def render_plan(plan: Plan) -> str:
     lines += [f"  note: {note}" for note in plan.notes]
     lines += [f"  warning: {warning}" for warning in plan.warnings]
     return "\n".join(lines)
+

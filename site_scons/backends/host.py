@@ -4,7 +4,6 @@ from __future__ import annotations
 import platform as _platform
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 from .model.leg import Leg
 from .model.plan import Smoke
@@ -34,8 +33,10 @@ class Host:
 
     def run_mode(self, leg: Leg, smoke: Smoke | None = None) -> str:
         """How this host runs the leg's smoke: native, emulated (name), or '' if it cannot.
-        `smoke` is the leg's consumer program; wine needs one that MinGW can build."""
-        if not leg.can_run or (leg.flavor == "cuda" and not has_nvidia_gpu()):
+        `smoke` is the leg's consumer program; wine needs one that MinGW can build. A -cuda
+        smoke needs no GPU: its CPU pass and provider list run anywhere, and it appends the
+        CUDA provider only where a GPU is present."""
+        if not leg.can_run:
             return ""
         if leg.os == self.os and leg.arch in (self.arch, "universal"):
             return "native"
@@ -61,15 +62,9 @@ class Host:
     def why_not_run(self, leg: Leg) -> str:
         if not leg.can_run:
             return "the leg cannot run on any CI host (can_run=0)"
-        if leg.flavor == "cuda" and not has_nvidia_gpu():
-            return "needs an NVIDIA GPU with the CUDA 13 runtime; this host has none"
         hint = {"linux-aarch64": " (or qemu-user and g++-aarch64-linux-gnu)",
                 "windows-x86_64": " (or, for a C-API CPU shared package, mingw-w64 and wine)"}.get(leg.platform, "")
         return f"{leg.platform} binaries need a {leg.runner} host{hint}; this is {self.platform}"
-
-
-def has_nvidia_gpu() -> bool:
-    return Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia/gpus").is_dir()
 
 
 def detect_host() -> Host:

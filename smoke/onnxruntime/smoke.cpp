@@ -6,7 +6,9 @@
 //
 // SMOKE_FLAVOR / SMOKE_ACCELERATOR come from the CMake project and turn the variant
 // contract into assertions: a -gpu package must ship the EP header it is named for, a
-// CPU package must ship none (headers advertise EPs to anira).
+// CPU package must ship none (headers advertise EPs to anira). A -cuda package must
+// list CUDAExecutionProvider; its CPU pass needs no GPU (ORT loads the CUDA provider
+// lazily), and the pass with the CUDA EP appended runs where an NVIDIA GPU is present.
 // MinGW (the wine smoke): ORT's headers spell MSVC's `_stdcall`, which MinGW defines only
 // outside strict ISO mode, and use SAL's `_Return_type_success_` without their own
 // non-MSVC fallback.
@@ -27,6 +29,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -66,6 +69,16 @@
 #define SMOKE_RUN_DML 1
 #else
 #define SMOKE_RUN_DML 0
+#endif
+
+#if defined(_WIN32) && !SMOKE_RUN_DML
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+#endif
+#if !defined(_WIN32)
+#include <sys/stat.h>
 #endif
 
 #ifndef SMOKE_FLAVOR
@@ -124,6 +137,18 @@ std::string guarded(const std::function<std::string()>& fn) {
   } catch (const std::exception& e) {
     return e.what();
   }
+}
+
+// Whether this machine has an NVIDIA GPU and driver: only then can the CUDA EP be appended.
+bool has_nvidia_gpu() {
+#if defined(_WIN32)
+  HMODULE driver = LoadLibraryA("nvcuda.dll");
+  if (driver) FreeLibrary(driver);
+  return driver != nullptr;
+#else
+  struct stat info;
+  return stat("/dev/nvidia0", &info) == 0 || stat("/proc/driver/nvidia/gpus", &info) == 0;
+#endif
 }
 
 #if SMOKE_RUN_DML
@@ -241,6 +266,10 @@ int main(int argc, char** argv) {
     if (flavor == "cpu") {
       if (SMOKE_HAS_COREML) return fail("CPU package ships coreml_provider_factory.h");
       if (SMOKE_HAS_DML) return fail("CPU package ships dml_provider_factory.h");
+      // The library itself, whatever headers came with it.
+      for (const char* ep : {"CoreMLExecutionProvider", "DmlExecutionProvider", "CUDAExecutionProvider"}) {
+        if (has_provider(providers, ep)) return fail(std::string("CPU package's library provides ") + ep);
+      }
     } else if (flavor == "gpu") {
       // SMOKE_ACCELERATOR may be a comma list; every member must be honoured.
       std::vector<std::string> accels;
@@ -269,6 +298,8 @@ int main(int argc, char** argv) {
     } else if (flavor == "cuda") {
       // The provider library itself is checked at configure time (CMakeLists.txt).
       if (SMOKE_HAS_COREML || SMOKE_HAS_DML) return fail("-cuda package ships a CoreML/DirectML provider header");
+      if (has_provider(providers, "CoreMLExecutionProvider") || has_provider(providers, "DmlExecutionProvider"))
+        return fail("-cuda package's library provides CoreML/DirectML");
       if (!has_provider(providers, "CUDAExecutionProvider"))
         return fail("flavor cuda but the library does not provide CUDAExecutionProvider");
     } else {
@@ -307,6 +338,20 @@ int main(int argc, char** argv) {
       if (!err.empty()) return fail("coreml forward pass: " + err);
     }
 #endif
+
+    // 2b. CUDA: appending the EP loads the provider and the CUDA runtime; that needs a GPU.
+    if (flavor == "cuda") {
+      if (has_nvidia_gpu()) {
+        std::string err = guarded([&] {
+          Ort::SessionOptions so;
+          so.AppendExecutionProvider_CUDA(OrtCUDAProviderOptions{});
+          return run_add(env, model, so, "cuda");
+        });
+        if (!err.empty()) return fail("cuda forward pass: " + err);
+      } else {
+        std::printf("cuda: no NVIDIA GPU here; the CPU pass and the provider list stand for the package\n");
+      }
+    }
 
 #if SMOKE_RUN_DML
     // 3. DirectML: the hardware adapter first, then WARP.

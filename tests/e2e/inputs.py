@@ -223,6 +223,12 @@ def executorch_wheel_aarch64(cache: Path | str | None = None, version: str = EXE
     )
 
 
+def platform_wheel(requirement: str, platform: str, pattern: str, cache: Path | str | None = None) -> Path:
+    """One PyPI wheel built for another platform (``macosx_14_0_arm64``, ``win_amd64``),
+    for tests that read its binaries without running them."""
+    return _pip_download(requirement, _cache(cache) / "wheels", pattern, platform)
+
+
 # --------------------------------------------------------------------------- ORT headers (Debian)
 
 

@@ -81,18 +81,40 @@ def test_rerun_is_a_no_op(cpu):
     assert scons("-q", *args, check=False).returncode == 0
 
 
+def test_another_releases_tarball_under_a_version_override_is_not_published(tmp_path_factory, e2e_cache):
+    """`version=1.27.0` with the 1.26.0 tarball as origin: the archive would be named
+    onnxruntime-1.27.0-... and hold libonnxruntime.so.1.26.0."""
+    release = inputs.ort_linux_x64_release(e2e_cache)
+    project = scratch_project(tmp_path_factory.mktemp("override"))
+    scons = Scons(project, tmp_path_factory.mktemp("cache"))
+    result = scons("onnxruntime-linux-x86_64-shared", "version=1.27.0", f"origin=release={release}", check=False)
+    assert result.returncode != 0
+    assert ("lib/libonnxruntime.so.1.26.0 says version 1.26.0, but the leg is version 1.27.0" in result.stderr), \
+        result.stderr[-3000:]
+    assert not (project / "dist").exists() or not list((project / "dist").iterdir())
+
+
 @pytest.mark.slow
-def test_cuda_curation_on_the_gpu_package_layout(tmp_path_factory, e2e_cache):
+def test_the_cuda_leg_end_to_end_without_a_gpu(tmp_path_factory, e2e_cache):
+    """onnxruntime-gpu 1.26.0's real library in the gpu_cuda13 layout: curated, verified
+    on its binaries (CUDA entry point, the provider linking cudart, version 1.26.0) and
+    smoke-tested here: the CPU pass and CUDAExecutionProvider in the provider list."""
     release = inputs.ort_linux_x64_cuda_release(e2e_cache)
     project, mirror = _project_with_pin(tmp_path_factory, release)
     scons = Scons(project, tmp_path_factory.mktemp("cache"))
-    result = scons("onnxruntime-linux-x86_64-cuda-shared", f"mirror={mirror}", "offline=1")
+    leg = "onnxruntime-linux-x86_64-cuda-shared"
+    scons(leg, f"mirror={mirror}", "offline=1")
     archive = project / "dist" / f"onnxruntime-{V}-Linux-x86_64-cuda-shared.zip"
     with zipfile.ZipFile(archive) as handle:
         names = set(handle.namelist())
     assert {"lib/libonnxruntime_providers_cuda.so", "lib/libonnxruntime_providers_shared.so"} <= names
     assert not [n for n in names if "tensorrt" in n or n.endswith("dml_provider_factory.h")]
-    assert "smoke not run: needs an NVIDIA GPU" in result.stdout
+    verified = json.loads((project / f"build/legs/{leg}/steps/verify.json").read_text())
+    assert any(line.startswith("shows cuda evidence (") for line in verified["checked"])
+    smoke = json.loads((project / f"build/legs/{leg}/steps/smoke.json").read_text())
+    assert smoke["status"] == "passed", smoke
+    output = "\n".join(smoke["output"])
+    assert "CUDAExecutionProvider" in output and "cpu: y = {2, 4, 6}" in output
 
 
 @pytest.mark.skipif(not (shutil.which("qemu-aarch64") and shutil.which("aarch64-linux-gnu-g++")),

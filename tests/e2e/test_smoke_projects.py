@@ -194,6 +194,21 @@ def test_onnxruntime_cuda_package_passes(cache: Path, tmp_path: Path) -> None:
     assert_fails(run, "configure", "FAIL: flavor cpu but the package ships a CUDA provider")
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
+@needs_tools
+def test_onnxruntime_cpu_flavor_rejects_a_cuda_library_without_its_provider(cache: Path, tmp_path: Path) -> None:
+    """The provider file removed, the CUDA build of the core library kept: the library
+    itself still lists CUDAExecutionProvider."""
+    prefix = inputs.tgz_prefix(inputs.ort_linux_x64_cuda_release(cache),
+                               cache / "prefixes" / "onnxruntime-linux-x64-gpu_cuda13")
+    copy = tmp_path / "prefix"
+    shutil.copytree(prefix, copy, symlinks=True, ignore=shutil.ignore_patterns(
+        ".anira-e2e-source", "libonnxruntime_providers_cuda.so", "libonnxruntime_providers_tensorrt.so"))
+    run = run_smoke("onnxruntime", copy, tmp_path / "build", flavor="cpu")
+    assert_fails(run, "test", "FAIL: CPU package's library provides CUDAExecutionProvider")
+
+
 # --------------------------------------------------------------------------- ONNX Runtime for Windows, under wine
 
 MINGW_TOOLCHAIN = SMOKE / "mingw-w64-x86_64.toolchain.cmake"

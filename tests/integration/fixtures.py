@@ -353,8 +353,9 @@ __attribute__((visibility("default"))) int fixbin_mul(int a, int b);
 FIXBIN_SOURCE = '#include "fixbin.h"\nstatic int twice(int x) { return x; }\nint fixbin_mul(int a, int b) { return twice(a) * b; }\n'
 
 
-def fixbin_tree(dest: Path) -> Path:
-    """`include/fixbin.h` + `lib/libfixbin.so.1.0.0` (+ `.so.1`, `.so` symlinks), built with cc."""
+def fixbin_tree(dest: Path, arch: str = "") -> Path:
+    """`include/fixbin.h` + `lib/libfixbin.so.1.0.0` (+ `.so.1`, `.so` symlinks), built with
+    cc, or with clang and lld for another `arch` (aarch64)."""
     (dest / "include").mkdir(parents=True, exist_ok=True)
     (dest / "lib").mkdir(parents=True, exist_ok=True)
     (dest / "include/fixbin.h").write_text(FIXBIN_HEADER)
@@ -362,7 +363,8 @@ def fixbin_tree(dest: Path) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     (work / "fixbin.c").write_text(FIXBIN_SOURCE)
     shutil.copy(dest / "include/fixbin.h", work / "fixbin.h")
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wl,-soname,libfixbin.so.1",
+    compiler = ["clang", f"--target={arch}-linux-gnu", "-fuse-ld=lld", "-nostdlib"] if arch else ["cc"]
+    subprocess.run([*compiler, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wl,-soname,libfixbin.so.1",
                     "-o", "libfixbin.so.1.0.0", "fixbin.c"], cwd=work, check=True)
     shutil.move(work / "libfixbin.so.1.0.0", dest / "lib/libfixbin.so.1.0.0")
     shutil.rmtree(work)
@@ -703,11 +705,13 @@ url = "{url}"
 
 
 def new_project(project: Path) -> Path:
-    """An empty project: the repo's SConstruct and a symlink to its site_scons."""
+    """An empty project: the repo's SConstruct, symlinks to its site_scons and to the
+    contract data every engine shares (engines/contracts.toml)."""
     project.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "SConstruct", project / "SConstruct")
     (project / "site_scons").symlink_to(REPO / "site_scons")
     (project / "engines").mkdir(exist_ok=True)
+    (project / "engines" / "contracts.toml").symlink_to(REPO / "engines" / "contracts.toml")
     (project / "variants").mkdir(exist_ok=True)
     return project
 

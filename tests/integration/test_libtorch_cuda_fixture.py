@@ -1,38 +1,63 @@
 """The LibTorch -cuda curation rule on a cu130-like tree, through the real recipe and graph.
 
-The fixture zip has the layout of `libtorch-shared-with-deps-<ver>+cu130.zip` (placeholder
-file contents): torch's own CUDA libraries must stay, every NVIDIA redistributable must go,
-the smoke must say why it did not run, and the archive must pass its contract.
+The fixture zip has the layout of `libtorch-shared-with-deps-<ver>+cu130.zip` with tiny
+real ELF libraries (SONAMEs, libtorch_cuda needing libcudart, c10::cuda defined): torch's
+own CUDA libraries must stay, every NVIDIA redistributable must go, the smoke must say why
+it did not run, and the archive must pass its contract. An NVIDIA library the strip rule
+does not know by name fails verify by its SONAME.
 """
 from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 
 import pytest
 
+from binaries import elf_shared
 from backends.model.matrix import load_matrix
 from scratch import REPO, Scons, scratch_project
 
 LEG = "libtorch-linux-x86_64-cuda-shared"
 VERSION = load_matrix(REPO).engines["libtorch"].version
 ARCHIVE = f"libtorch-{VERSION}-Linux-x86_64-cuda-shared.zip"
-KEPT = ["lib/libtorch.so", "lib/libtorch_cpu.so", "lib/libtorch_cuda.so", "lib/libc10.so", "lib/libc10_cuda.so",
-        "lib/libcaffe2_nvrtc.so", "lib/libgomp-a34b3233.so.1", "share/cmake/Torch/TorchConfig.cmake",
-        "include/torch/csrc/api/include/torch/torch.h", "include/ATen/ATen.h"]
-NVIDIA = ["lib/libcudnn.so.9", "lib/libcudnn_ops.so.9", "lib/libcublas.so.13", "lib/libcublasLt.so.13",
-          "lib/libcudart.so.13", "lib/libnccl.so.2", "lib/libnvrtc.so.13", "lib/libnvrtc-builtins.so.13.0",
-          "lib/libnvToolsExt.so.1", "lib/libcusparseLt.so.0", "lib/libcufft.so.12", "lib/libcurand.so.10",
-          "lib/libcusolver.so.12", "lib/libcupti.so.13", "lib/libnvJitLink.so.13", "lib/libcufile.so.0"]
+LIBRARIES = ["libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libc10.so", "libc10_cuda.so",
+             "libcaffe2_nvrtc.so", "libgomp-a34b3233.so.1"]
+FILES = ["share/cmake/Torch/TorchConfig.cmake", "include/torch/csrc/api/include/torch/torch.h", "include/ATen/ATen.h"]
+KEPT = [f"lib/{name}" for name in LIBRARIES] + FILES
+NVIDIA = ["libcudnn.so.9", "libcudnn_ops.so.9", "libcublas.so.13", "libcublasLt.so.13", "libcudart.so.13",
+          "libnccl.so.2", "libnvrtc.so.13", "libnvrtc-builtins.so.13.0", "libnvToolsExt.so.1", "libcusparseLt.so.0",
+          "libcufft.so.12", "libcurand.so.10", "libcusolver.so.12", "libcupti.so.13", "libnvJitLink.so.13",
+          "libcufile.so.0"]
+
+
+def cu130_zip(root: Path, extra: tuple[str, ...] = ()) -> Path:
+    """`libtorch-shared-with-deps-<version>+cu130.zip` with tiny real libraries; `extra`
+    NVIDIA libraries are shipped under a file name the strip rule does not know."""
+    libs = root / "libs"
+    libs.mkdir(parents=True)
+    nvidia = {name: elf_shared(libs / name, (f"{name.split('.')[0]}_entry",), soname=name) for name in NVIDIA + list(extra)}
+    symbols = {"libc10_cuda.so": ("_ZN3c104cuda6deviceEv",), "libtorch_cpu.so": ("_ZN2at6detail12getMPSHooksEv",)}
+    torch = {name: elf_shared(libs / name, symbols.get(name, (f"{name.split('.')[0]}_entry",)), soname=name,
+                              needed=[nvidia["libcudart.so.13"]] if name == "libtorch_cuda.so" else ())
+             for name in LIBRARIES}
+    release = root / f"libtorch-shared-with-deps-{VERSION}+cu130.zip"
+    with zipfile.ZipFile(release, "w") as archive:
+        for name, path in {**torch, **nvidia}.items():
+            shipped = f"libextra{list(extra).index(name)}.so" if name in extra else name
+            archive.write(path, f"libtorch/lib/{shipped}")
+        for name in FILES:
+            archive.writestr(f"libtorch/{name}", f"# fixture {name}\n")
+        archive.writestr("libtorch/share/cmake/Torch/TorchConfigVersion.cmake", f'set(PACKAGE_VERSION "{VERSION}")\n')
+        archive.writestr("libtorch/share/cmake/ATen/ATenConfig.cmake",
+                         'set(ATEN_INCLUDE_DIR "/pytorch/torch/include")\n')  # upstream's stale config
+    return release
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("cu130")
-    release = root / f"libtorch-shared-with-deps-{VERSION}+cu130.zip"
-    with zipfile.ZipFile(release, "w") as archive:
-        for name in KEPT + NVIDIA:
-            archive.writestr(f"libtorch/{name}", f"placeholder for {name}\n")
+    release = cu130_zip(root)
     scons = Scons(scratch_project(root / "project"), root / "cache")
     return scons, scons(LEG, f"origin={release}")
 
@@ -42,7 +67,17 @@ def test_nvidia_redistributables_are_stripped_and_torch_cuda_kept(built):
     with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
         names = set(archive.namelist())
     assert set(KEPT) <= names
-    assert not names & set(NVIDIA)
+    assert not names & {f"lib/{name}" for name in NVIDIA}
+    assert not [n for n in names if n.startswith("share/cmake/ATen/")]
+
+
+def test_an_nvidia_library_under_another_name_fails_verify(tmp_path):
+    release = cu130_zip(tmp_path, extra=("libcutensor.so.2",))
+    scons = Scons(scratch_project(tmp_path / "project"), tmp_path / "cache")
+    result = scons(LEG, f"origin={release}", check=False)
+    assert result.returncode != 0
+    assert "lib/libextra0.so is libcutensor.so.2, not a library this package ships" in result.stderr
+    assert not (scons.project / "dist" / ARCHIVE).exists()
 
 
 def test_smoke_not_run_and_requirements_recorded(built):

@@ -57,7 +57,7 @@ can_run = false
 [[leg]]
 platform = "android-arm64-v8a"
 publish = false
-params = { asset = "fixbin-linux-x64", ext = "tgz" }
+params = { asset = "fixbin-android-arm64", ext = "tgz" }
 
 [[leg]]
 platform = "android-x86_64"
@@ -74,8 +74,12 @@ ABI_ARCHIVES = ("fixbin-2.0.1-Android-arm64-v8a-shared.zip", "fixbin-2.0.1-Andro
 
 
 def _android_project(project_factory, upstreams, name):
+    """Each ABI leg repackages a library of its own architecture (verify checks it)."""
     project = project_factory(name, fixsrc=False, fixbin=False)
-    fixtures.write_fixbin(project, upstreams.fixbin_url, upstreams.fixbin_pins)
+    work = project.parent / f"{name}-arm64"
+    arm64 = fixtures.make_fixbin_release(upstreams.root, assets=("fixbin-android-arm64",),
+                                         tree=fixtures.fixbin_tree(work / "tree", arch="aarch64"))
+    fixtures.write_fixbin(project, upstreams.fixbin_url, {**upstreams.fixbin_pins, **arm64})
     (project / "variants/fixbin.toml").write_text(ANDROID_ROWS)
     return project
 

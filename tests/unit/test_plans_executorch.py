@@ -30,7 +30,8 @@ IOS_OFF = (
     "-DEXECUTORCH_BUILD_EXTENSION_LLM_APPLE=OFF", "-DEXECUTORCH_BUILD_KERNELS_LLM=OFF",
     "-DEXECUTORCH_BUILD_KERNELS_TORCHAO=OFF",
 )
-DELEGATE_TARGETS = ("coremldelegate", "mpsdelegate", "mlx", "vulkan_backend")
+# The delegates' targets in ExecuTorch 1.3.1's ExecuTorchTargets export set.
+DELEGATE_TARGETS = {"coreml": "coremldelegate", "mps": "mpsdelegate", "mlx": "mlxdelegate", "vulkan": "vulkan_backend"}
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +91,9 @@ def test_no_cpu_leg_carries_an_accelerator_flag(plans: dict[str, Plan]) -> None:
     for plan in built(plans):
         if plan.leg.flavor == "cpu":
             assert not on_switches(plan), plan.leg.id
-            if plan.leg.platform != "ios":  # an xcframework ships no CMake config
-                assert plan.contract.cmake_targets == ()
-                assert set(plan.contract.no_cmake_targets) == set(DELEGATE_TARGETS)
+            assert plan.contract.accelerators == ()
+            foreign = {t for e in plan.contract.foreign_accelerators for t in e.targets}
+            assert foreign == set(DELEGATE_TARGETS.values()), plan.leg.id
 
 
 @pytest.mark.parametrize("leg_id, target", [
@@ -222,19 +223,29 @@ def test_macos_x86_64_legs_build_pytorch_in_their_own_copy(plans: dict[str, Plan
         assert plan.build.index(readers[0]) < plan.build.index(next(c for c in plan.build if c.label == "pytorch"))
 
 
-def test_gpu_contracts_and_mlx_staging(plans: dict[str, Plan]) -> None:
+def _targets(evidence) -> dict[str, tuple[str, ...]]:
+    return {e.accelerator: e.targets for e in evidence}
+
+
+@pytest.mark.parametrize("leg_id", ["executorch-macos-x86_64-gpu-static", "executorch-macos-arm64-gpu-static",
+                                    "executorch-linux-x86_64-gpu-static"])
+def test_gpu_contracts_require_their_delegates_by_target(plans: dict[str, Plan], leg_id: str) -> None:
+    plan = plans[leg_id]
+    shipped = _targets(plan.contract.accelerators)
+    assert shipped == {acc: (DELEGATE_TARGETS[acc],) for acc in plan.leg.accelerator}
+    foreign = _targets(plan.contract.foreign_accelerators)
+    assert foreign == {acc: (t,) for acc, t in DELEGATE_TARGETS.items() if acc not in plan.leg.accelerator}
+
+
+def test_mlx_staging_and_evidence(plans: dict[str, Plan]) -> None:
     arm = plans["executorch-macos-arm64-gpu-static"]
-    assert arm.contract.cmake_targets == ("coremldelegate", "mpsdelegate", "mlx")
-    assert arm.contract.no_cmake_targets == ("vulkan_backend",)
-    assert {"lib/mlx.metallib", "lib/libmlx.a"} <= set(arm.contract.required)
+    mlx = next(e for e in arm.contract.accelerators if e.accelerator == "mlx")
+    assert {"lib/mlx.metallib", "lib/libmlx.a", "lib/libmlxdelegate.a"} <= set(mlx.files)
     patterns = {r.pattern: r for r in arm.collect}
     assert patterns["{build}/**/libmlx.a"].required and patterns["{build}/**/mlx.metallib"].required
     x86 = plans["executorch-macos-x86_64-gpu-static"]
-    assert x86.contract.cmake_targets == ("coremldelegate", "mpsdelegate")
-    assert "lib/mlx.metallib" not in x86.contract.required
+    assert "lib/mlx.metallib" in next(e for e in x86.contract.foreign_accelerators if e.accelerator == "mlx").files
     assert not [r for r in x86.collect if "mlx" in r.pattern]
-    linux = plans["executorch-linux-x86_64-gpu-static"]
-    assert linux.contract.cmake_targets == ("vulkan_backend",)
 
 
 def test_stage_fixup_contract_smoke(plans: dict[str, Plan]) -> None:

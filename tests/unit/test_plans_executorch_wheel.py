@@ -6,6 +6,7 @@ import pytest
 from backends.model.matrix import load_matrix
 from backends.model.recipes import plan_all
 from backends.steps.globs import matches_any
+from evidence import foreign, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT)
@@ -31,7 +32,9 @@ def test_cpu_legs_drop_every_delegate(leg_id):
     for dropped in (f"lib/libexecutorch_backend_coreml.{ext}", f"lib/libexecutorch_backend_mlx.{ext}",
                     "lib/mlx.metallib", f"lib/libexecutorch_backend_qnn.{ext}",
                     f"lib/libexecutorch_backend_openvino.{ext}"):
-        assert matches_any(dropped, plan.exclude) and matches_any(dropped, plan.contract.forbidden)
+        assert matches_any(dropped, plan.exclude)
+    for acc in ("coreml", "mlx"):
+        assert any(matches_any(f"lib/libexecutorch_backend_{acc}.{ext}", (p,)) for p in foreign(plan, acc).files)
     assert not matches_any(f"lib/libexecutorch_backend_xnnpack.{ext}", plan.exclude)
 
 
@@ -39,7 +42,8 @@ def test_gpu_leg_keeps_coreml_and_mlx():
     plan = PLANS["executorch-macos-arm64-gpu-shared"]
     for kept in ("lib/libexecutorch_backend_coreml.dylib", "lib/libexecutorch_backend_mlx.dylib", "lib/mlx.metallib"):
         assert not matches_any(kept, plan.exclude)
-        assert any(matches_any(kept, (pattern,)) for pattern in plan.contract.required)
+        assert any(matches_any(kept, shown(plan, acc).files) for acc in ("coreml", "mlx"))
+    assert shown(plan, "coreml").links == ("CoreML.framework",) and shown(plan, "mlx").links == ("Metal.framework",)
     assert plan.smoke.defines["SMOKE_ACCELERATOR"] == "coreml,mlx"
 
 

@@ -1,4 +1,5 @@
 """Golden plans for every LibTorch leg (docs/upstream.md#libtorch, #variant-legs)."""
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -6,6 +7,7 @@ import pytest
 from backends.model.matrix import load_matrix
 from backends.model.recipes import plan_leg
 from backends.steps.globs import matches_any
+from evidence import shown
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT)
@@ -84,7 +86,11 @@ def test_cuda_strip_rule():
     for kept in ("lib/libtorch_cuda.so", "lib/libc10_cuda.so", "lib/libcaffe2_nvrtc.so", "lib/libtorch_cpu.so",
                  "lib/libgomp.so.1", "lib/libc10.so"):
         assert not matches_any(kept, strip), kept
-    assert {"lib/libtorch_cuda.so", "lib/libc10_cuda.so"} <= set(plan.contract.required)
+    assert {"lib/*torch_cuda.*", "lib/*c10_cuda.*"} <= set(shown(plan, "cuda").files)
+    for nvidia in ("libcudnn.so.9", "libcutensor.so.2", "libnvpl_blas_lp64_gomp.so.0"):  # stripped or not: never allowed
+        assert not any(fnmatch(nvidia, p) for p in plan.contract.allowed_libraries), nvidia
+    for own in ("libtorch_cuda.so", "libc10_cuda.so", "libcaffe2_nvrtc.so", "libgomp-a34b3233.so.1"):
+        assert any(fnmatch(own, p) for p in plan.contract.allowed_libraries), own
     assert plan.smoke is None  # can_run=0: libtorch_cuda cannot load without the NVIDIA libraries
     win = PLANS["libtorch-windows-x86_64-cuda-shared"]
     assert matches_any("lib/cudnn64_9.dll", win.exclude) and not matches_any("lib/torch_cuda.dll", win.exclude)

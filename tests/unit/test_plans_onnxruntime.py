@@ -5,6 +5,7 @@ import pytest
 
 from backends.model.matrix import load_matrix
 from backends.model.recipes import plan_leg
+from evidence import foreign, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT)
@@ -12,6 +13,8 @@ ENGINE = MATRIX.engines["onnxruntime"]
 PLANS = {leg.id: plan_leg(leg, ENGINE, MATRIX) for leg in MATRIX.legs if leg.engine == "onnxruntime"}
 COMMON = ["--cmake_extra_defines", "onnxruntime_BUILD_UNIT_TESTS=OFF", "CMAKE_DISABLE_FIND_PACKAGE_re2=ON",
           "onnxruntime_ENABLE_MEMLEAK_CHECKER=OFF", "onnxruntime_ENABLE_LTO=OFF"]
+EP_HEADERS = {"coreml": "coreml_provider_factory.h", "dml": "dml_provider_factory.h"}
+EP_NAMES = {"coreml": "CoreML", "dml": "DML"}
 BASE = ["{python}", "{src}/tools/ci_build/build.py", "--build_dir", "{build}", "--config", "Release", "--parallel",
         "--skip_tests", "--compile_no_warning_as_error"]
 
@@ -85,8 +88,9 @@ def test_dml_leg_ships_directml():
     assert "--use_dml" in argv_words(plan) and "--build_shared_lib" in argv_words(plan)
     staged = [r.pattern.rsplit("/", 1)[-1] for r in plan.collect]
     assert {"onnxruntime.dll", "onnxruntime.lib", "DirectML.dll", "dml_provider_factory.h"} <= set(staged)
-    assert "lib/DirectML.dll" in plan.contract.required
-    assert ("lib/onnxruntime.dll", "OrtSessionOptionsAppendExecutionProvider_DML") in plan.contract.symbols
+    dml = shown(plan, "dml")
+    assert "**/DirectML.dll" in dml.files and "DirectML.dll" in dml.links
+    assert dml.symbols == ("OrtSessionOptionsAppendExecutionProvider_DML",)
 
 
 def test_android_and_wasm_commands():
@@ -112,7 +116,9 @@ def test_ios_slices():
         assert "--use_coreml" in argv
     cpu = PLANS["onnxruntime-ios-xcframework"]
     assert "--use_coreml" not in argv_words(cpu)
-    assert "**/coreml_provider_factory.h" in cpu.contract.forbidden
+    assert "**/coreml_provider_factory.h" in foreign(cpu, "coreml").files
+    assert shown(plan, "coreml").symbols == ("OrtSessionOptionsAppendExecutionProvider_CoreML",)
+    assert plan.contract.min_os == "13.0"
 
 
 def test_macos_shared_dylib_is_renamed_with_rpath_id():
@@ -123,16 +129,13 @@ def test_macos_shared_dylib_is_renamed_with_rpath_id():
 
 
 @pytest.mark.parametrize("leg_id", sorted(PLANS))
-def test_header_curation(leg_id):
-    contract = PLANS[leg_id].contract
-    leg = PLANS[leg_id].leg
-    if leg.flavor == "cpu":
-        assert "**/coreml_provider_factory.h" in contract.forbidden
-        assert "**/dml_provider_factory.h" in contract.forbidden
-    if leg.accelerator == ("coreml",) and leg.platform != "ios":
-        assert "include/coreml_provider_factory.h" in contract.required
-    if leg.accelerator == ("dml",):
-        assert "include/dml_provider_factory.h" in contract.required
+def test_execution_providers_by_evidence(leg_id):
+    """Every leg shows its EPs' headers and entry points and none of the others'."""
+    plan = PLANS[leg_id]
+    for acc, header in EP_HEADERS.items():
+        evidence = shown(plan, acc) if acc in plan.leg.accelerator else foreign(plan, acc)
+        assert f"**/{header}" in evidence.files
+        assert evidence.symbols == (f"OrtSessionOptionsAppendExecutionProvider_{EP_NAMES[acc]}",)
 
 
 def test_source_legs_ship_the_pinned_trees_own_headers():
@@ -158,9 +161,10 @@ def test_cuda_curation():
     assert "libonnxruntime_providers_cuda.so" in staged and "libonnxruntime_providers_shared.so" in staged
     assert "include/**/dml_provider_factory.h" in plan.exclude
     assert "**/*tensorrt*" in plan.contract.forbidden
-    assert "lib/libonnxruntime_providers_cuda.so" in plan.contract.required
+    assert "lib/libonnxruntime_providers_shared.so" in plan.contract.required
+    assert shown(plan, "cuda").links == ("cudart",)
     win = PLANS["onnxruntime-windows-x86_64-cuda-shared"]
-    assert "lib/onnxruntime_providers_cuda.dll" in win.contract.required
+    assert "lib/onnxruntime_providers_shared.dll" in win.contract.required
 
 
 def test_cpu_prebuilt_copies_only_the_library_chain():

@@ -9,6 +9,7 @@ import pytest
 from backends.model.matrix import load_matrix
 from backends.model.plan import Plan
 from backends.model.recipes import plan_all
+from evidence import foreign, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = "tflite"
@@ -127,21 +128,16 @@ def test_contracts(plans: dict[str, Plan]) -> None:
         contract = plan.contract
         symbols = {s for _, s in contract.symbols}
         assert {"TfLiteInterpreterCreate", "TfLiteModelCreate"} <= symbols
-        metal_header = "include/tensorflow/lite/delegates/gpu/metal_delegate.h"
-        if plan.leg.id in METAL_LEGS:
-            assert "TFLGpuDelegateCreate" in symbols and metal_header in contract.required
-        else:
-            assert "TFLGpuDelegateCreate" not in symbols
-            assert "**/metal_delegate.h" in contract.forbidden
+        metal = shown(plan, "metal") if plan.leg.id in METAL_LEGS else foreign(plan, "metal")
+        assert "TFLGpuDelegateCreate" in metal.symbols
         assert plan.smoke is None or (plan.smoke.project, plan.smoke.model) == ("smoke/tflite", "add.tflite")
+        if plan.leg.os == "macos":
+            assert "**/metal_delegate.h" in metal.files
     # Shared: the delegate is inside the dylib, its entry points exported (a separate .a cannot
     # link against a dylib that exports only _TfLite*); static: merged into the bundle and beside it.
-    shared = plans["tflite-macos-arm64-gpu-shared"].contract
-    assert ("lib/libtensorflowlite_c.dylib", "TFLGpuDelegateCreate") in shared.symbols
-    assert "lib/libmetal_delegate.a" in shared.forbidden
-    static = plans["tflite-macos-arm64-gpu-static"].contract
-    assert ("lib/libtensorflowlite_c.a", "TFLGpuDelegateCreate") in static.symbols
-    assert "lib/libmetal_delegate.a" in static.required
+    assert "lib/libmetal_delegate.a" in plans["tflite-macos-arm64-gpu-shared"].contract.forbidden
+    assert "lib/libmetal_delegate.a" not in shown(plans["tflite-macos-arm64-gpu-shared"], "metal").files
+    assert "lib/libmetal_delegate.a" in shown(plans["tflite-macos-arm64-gpu-static"], "metal").files
 
 
 def test_ios_repackages_the_podspec_frameworks(plans: dict[str, Plan]) -> None:
@@ -161,7 +157,9 @@ def test_ios_repackages_the_podspec_frameworks(plans: dict[str, Plan]) -> None:
     assert argv(cpu, "podspec")[-4:] == ("--xcframeworks", "TensorFlowLiteC", "--out", "{build}/xcframeworks")
     assert {r.dest for r in gpu.collect} == {"TensorFlowLiteC.xcframework", "TensorFlowLiteCMetal.xcframework",
                                              "TensorFlowLiteCCoreML.xcframework"}
-    assert "TensorFlowLiteCMetal.xcframework/**" in cpu.contract.forbidden
+    assert "TensorFlowLiteCMetal.xcframework/**" in foreign(cpu, "metal").files
+    assert shown(gpu, "coreml").symbols == ("TfLiteCoreMlDelegateCreate",)
+    assert "TensorFlowLiteCCoreML.xcframework/**" in shown(gpu, "coreml").files
     assert any("two-stage" in note for note in cpu.notes)
 
 

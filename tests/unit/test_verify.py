@@ -1,111 +1,177 @@
-"""Contracts checked on the archive itself: the false greens upstream shipped (spec §6.5)."""
+"""Contracts checked on the archive itself: the false greens upstream shipped, on real
+(tiny) binaries made here, through the contracts the recipes plan for named legs."""
+from __future__ import annotations
+
 import subprocess
-import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from backends import toolchain
 from backends.model.matrix import load_matrix
+from backends.model.plan import Contract
 from backends.model.recipes import plan_leg
 from backends.steps.verify import ContractError, check, verify
+from binaries import coff_static, elf_shared, elf_static, macho_dylib, zip_members
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT)
+ORT_CPU = "onnxruntime-linux-x86_64-shared"
 
 
-def contract(leg_id):
+def contract(leg_id: str) -> Contract:
     leg = MATRIX.leg(leg_id)
     return plan_leg(leg, MATRIX.engines[leg.engine], MATRIX).contract
 
 
 @pytest.fixture(scope="module")
-def ort_library(tmp_path_factory):
-    """An ELF library exporting what a CPU ONNX Runtime exports (no EP entry points)."""
+def ort_library(tmp_path_factory) -> Path:
+    """What the CPU release's library shows: OrtGetApiBase in ELF version VERS_1.26.0."""
     work = tmp_path_factory.mktemp("ort")
-    (work / "ort.c").write_text("void *OrtGetApiBase(void) { return 0; }\n"
-                                "int OrtSessionOptionsAppendExecutionProvider_CPU(void *o, int a) { return 0; }\n")
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(work / "libonnxruntime.so.1.26.0"), str(work / "ort.c")],
-                   check=True)
-    return work / "libonnxruntime.so.1.26.0"
-
-
-def ort_archive(path, library, headers):
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, api in headers.items():
-            archive.writestr(f"include/{name}", f"#define ORT_API_VERSION {api}\n")
-        archive.write(library, "lib/libonnxruntime.so.1.26.0")
-        for link, target in (("lib/libonnxruntime.so.1", "libonnxruntime.so.1.26.0"),
-                             ("lib/libonnxruntime.so", "libonnxruntime.so.1")):
-            info = zipfile.ZipInfo(link)
-            info.create_system = 3
-            info.external_attr = (0o120777 << 16)
-            archive.writestr(info, target)
-    return path
+    return elf_shared(work / "libonnxruntime.so.1.26.0", ("OrtGetApiBase", "OrtSessionOptionsAppendExecutionProvider_CPU"),
+                      soname="libonnxruntime.so.1", version_node="VERS_1.26.0")
 
 
 CPU_HEADERS = {"onnxruntime_c_api.h": 21, "onnxruntime_cxx_api.h": 0}
+LINKS = {"lib/libonnxruntime.so.1": "libonnxruntime.so.1.26.0", "lib/libonnxruntime.so": "libonnxruntime.so.1"}
+
+
+def ort_archive(path: Path, library: Path, headers: dict[str, int], extra: dict[str, bytes | Path] = {}) -> Path:
+    members: dict[str, bytes | Path] = {f"include/{n}": f"#define ORT_API_VERSION {api}\n".encode()
+                                        for n, api in headers.items()}
+    members[f"lib/{library.name}"] = library
+    return zip_members(path, {**members, **extra}, LINKS)
 
 
 def test_a_good_cpu_archive_passes(tmp_path, ort_library):
     archive = ort_archive(tmp_path / "cpu.zip", ort_library, CPU_HEADERS)
-    assert verify(archive, contract("onnxruntime-linux-x86_64-shared"), "1.26.0")["checked"]
+    checked = verify(archive, contract(ORT_CPU), "1.26.0")["checked"]
+    assert "shows no cuda evidence (**/*onnxruntime_providers_cuda.*, OrtSessionOptionsAppendExecutionProvider_CUDA, links cudart)" in checked and "every library is a linux-x86_64 binary" in checked
 
 
 def test_cpu_archive_under_a_cuda_name_is_caught(tmp_path, ort_library):
     archive = ort_archive(tmp_path / "cuda.zip", ort_library, CPU_HEADERS)
     problems = check(archive, contract("onnxruntime-linux-x86_64-cuda-shared"), "1.26.0")
-    assert "missing required lib/libonnxruntime_providers_cuda.so" in problems
+    assert "cuda evidence missing: no member matches **/*onnxruntime_providers_cuda.*" in problems
+    assert "cuda evidence missing: no library defines OrtSessionOptionsAppendExecutionProvider_CUDA" in problems
+    assert "cuda evidence missing: no shared library links cudart" in problems
     assert "missing required lib/libonnxruntime_providers_shared.so" in problems
 
 
 def test_ep_header_in_a_cpu_archive_is_caught(tmp_path, ort_library):
     archive = ort_archive(tmp_path / "leak.zip", ort_library, {**CPU_HEADERS, "coreml_provider_factory.h": 0})
-    with pytest.raises(ContractError, match="forbidden file include/coreml_provider_factory.h"):
-        verify(archive, contract("onnxruntime-linux-x86_64-shared"), "1.26.0")
+    with pytest.raises(ContractError, match=r"include/coreml_provider_factory.h is coreml evidence"):
+        verify(archive, contract(ORT_CPU), "1.26.0")
 
 
 def test_header_newer_than_the_library_is_caught(tmp_path, ort_library):
     archive = ort_archive(tmp_path / "new.zip", ort_library, {**CPU_HEADERS, "onnxruntime_c_api.h": 29})
-    problems = check(archive, contract("onnxruntime-linux-x86_64-shared"), "1.26.0")
+    problems = check(archive, contract(ORT_CPU), "1.26.0")
     assert any("ORT_API_VERSION 29 but the library serves API 26" in p for p in problems)
 
 
-def test_cpu_build_under_the_coreml_name_is_caught_by_its_missing_symbol(tmp_path, ort_library):
-    """The round-1 bug of the GPU change: a CPU dylib shipped as -gpu (here the ELF stands in)."""
-    gpu = contract("onnxruntime-macos-arm64-gpu-shared")
-    elf_gpu = type(gpu)(required=("include/coreml_provider_factory.h",),
-                        symbols=(("lib/libonnxruntime.so", "OrtSessionOptionsAppendExecutionProvider_CoreML"),))
-    archive = ort_archive(tmp_path / "gpu.zip", ort_library, CPU_HEADERS)
-    problems = check(archive, elf_gpu, "1.26.0")
-    assert "missing required include/coreml_provider_factory.h" in problems
-    assert "lib/libonnxruntime.so.1.26.0 does not export OrtSessionOptionsAppendExecutionProvider_CoreML" in problems
-    assert gpu.symbols[-1] == ("lib/libonnxruntime.dylib", "OrtSessionOptionsAppendExecutionProvider_CoreML")
+def test_oversized_archive(tmp_path, ort_library):
+    archive = ort_archive(tmp_path / "big.zip", ort_library, CPU_HEADERS)
+    problems = check(archive, replace(contract(ORT_CPU), max_bytes=10), "1.26.0")
+    assert any("over the 0 GB release-asset limit" in p for p in problems)
 
 
-def test_oversized_archive_and_build_paths(tmp_path):
-    archive = tmp_path / "pkg.zip"
-    with zipfile.ZipFile(archive, "w") as handle:
-        handle.writestr("lib/cmake/ExecuTorch/ExecuTorchTargets.cmake",
-                        'add_library(coremldelegate STATIC IMPORTED)\n'
-                        'set_target_properties(x PROPERTIES IMPORTED_LOCATION "/w/src/executorch/cmake-out/libx.a")\n')
-    cpu = contract("executorch-macos-arm64-static")
-    problems = check(archive, type(cpu)(no_cmake_targets=cpu.no_cmake_targets, max_bytes=10), "1.3.1")
-    assert any("over the" in p for p in problems)
-    assert any("not relocatable" in p for p in problems)
-    assert "the CMake config exports coremldelegate, which this flavor must not ship" in problems
+# --- issue: what an archive may contain: its binaries and its version ------------------------
+
+def test_a_stub_library_is_not_a_library(tmp_path):
+    archive = ort_archive(tmp_path / "stub.zip", _stub(tmp_path / "libonnxruntime.so.1.26.0"), CPU_HEADERS)
+    problems = check(archive, contract(ORT_CPU), "1.26.0")
+    assert "lib/libonnxruntime.so.1.26.0 (4 bytes) is no binary; linux-x86_64 needs ELF x86_64" in problems
 
 
-def test_linked_libraries_prove_an_accelerator_is_in_the_build(tmp_path):
-    """Like MPS in libtorch_cpu (Metal.framework), here with an ELF library that links libm."""
-    (tmp_path / "m.c").write_text("#include <math.h>\ndouble f(double x) { return cos(x); }\n")
-    lib = tmp_path / "libf.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "m.c"), "-lm"], check=True)
-    archive = tmp_path / "pkg.zip"
-    with zipfile.ZipFile(archive, "w") as handle:
-        handle.write(lib, "lib/libf.so")
-    Contract = type(contract("libtorch-macos-arm64-gpu-shared"))
-    assert check(archive, Contract(links=(("lib/libf.so", "libm.so"),)), "1.0.0") == []
-    assert check(archive, Contract(no_links=(("lib/libf.so", "libm.so"),)), "1.0.0") == \
-        ["lib/libf.so links libm.so, which this flavor must not ship"]
-    assert check(archive, Contract(links=(("lib/libf.so", "Metal.framework"),)), "1.0.0") == \
-        ["lib/libf.so does not link Metal.framework: the accelerator is not in this build"]
+def _stub(path: Path) -> Path:
+    path.write_bytes(b"stub")
+    return path
+
+
+def test_a_library_of_another_architecture_is_caught(tmp_path):
+    arm = elf_shared(tmp_path / "libonnxruntime.so.1.26.0", ("OrtGetApiBase",), version_node="VERS_1.26.0",
+                     arch="aarch64")
+    problems = check(ort_archive(tmp_path / "arm.zip", arm, CPU_HEADERS), contract(ORT_CPU), "1.26.0")
+    assert any(p.endswith("is ELF aarch64; linux-x86_64 needs ELF x86_64") for p in problems), problems
+
+
+def test_another_releases_library_fails_the_version_check(tmp_path, ort_library):
+    """`version=1.27.0` with the 1.26.0 tarball as its origin."""
+    archive = ort_archive(tmp_path / "old.zip", ort_library, CPU_HEADERS)
+    problems = check(archive, contract(ORT_CPU), "1.27.0")
+    assert ("lib/libonnxruntime.so.1.26.0 says version 1.26.0, but the leg is version 1.27.0: "
+            "the archive holds another release's content") in problems
+    assert any("(VERS_1.26.0) says version 1.26.0" in p for p in problems)
+
+
+@pytest.mark.parametrize("leg_id, member, text", [
+    ("libtorch-linux-x86_64-shared", "share/cmake/Torch/TorchConfigVersion.cmake", 'set(PACKAGE_VERSION "{}")\n'),
+    ("executorch-linux-x86_64-static", "include/executorch/runtime/core/version.h", '#define ET_VERSION "{}"\n'),
+    ("executorch-linux-x86_64-shared", "share/cmake/executorch-config-version.cmake", 'set(PACKAGE_VERSION "{}")\n'),
+])
+def test_version_files_state_the_legs_version(tmp_path, leg_id, member, text):
+    leg_version = MATRIX.leg(leg_id).version or MATRIX.engines[MATRIX.leg(leg_id).engine].version
+    version_only = replace(Contract(), versions=contract(leg_id).versions)
+    good = zip_members(tmp_path / "good.zip", {member: text.format(leg_version + "+cpu").encode()})
+    assert check(good, version_only, leg_version) == []
+    old = zip_members(tmp_path / "old.zip", {member: text.format("0.9.0").encode()})
+    assert check(old, version_only, leg_version) == [
+        f"{member} says version 0.9.0, but the leg is version {leg_version}: the archive holds another release's content"]
+    assert check(zip_members(tmp_path / "none.zip", {"README": b""}), version_only, leg_version)[0].startswith(
+        "no version evidence")
+
+
+def test_static_library_with_a_dangling_internal_symbol(tmp_path):
+    """The LiteRT iOS signpost_profiler miss: one object's dependency was left out."""
+    lib = elf_static(tmp_path / "libLiteRt.a", ("LiteRtCreateEnvironment", "_ZN6tflite11Interpreter6InvokeEv"),
+                     ("_ZN6tflite9profiling27MaybeCreateSignpostProfilerEv", "_ZNSt6vectorIiSaIiEE9push_backEv",
+                      "_Znwm", "memcpy", "pthread_create", "LiteRtGetMissing"))
+    archive = zip_members(tmp_path / "pkg.zip", {"lib/libLiteRt.a": lib})
+    gate = replace(contract("litert-linux-x86_64-static"), required=(), symbols=(), versions=())
+    (problem,) = check(archive, gate, "2.1.5")
+    assert problem.startswith("2 undefined symbols that neither the package nor the OS defines")
+    assert "LiteRtGetMissing (in lib/libLiteRt.a)" in problem
+    assert "_ZN6tflite9profiling27MaybeCreateSignpostProfilerEv" in problem
+    assert "_ZNSt6vector" not in problem and "memcpy" not in problem and "_Znwm" not in problem
+    complete = elf_static(tmp_path / "libLiteRt-complete.a", ("_ZN6tflite9profiling27MaybeCreateSignpostProfilerEv",
+                                                              "LiteRtGetMissing"))
+    fixed = zip_members(tmp_path / "fixed.zip", {"lib/libLiteRt.a": lib, "lib/libextra.a": complete})
+    assert check(fixed, gate, "2.1.5") == []
+
+
+def test_static_library_with_a_dangling_symbol_on_windows(tmp_path):
+    """MSVC names: the STL and the C runtime come from the link line, tflite:: does not."""
+    lib = coff_static(tmp_path / "tensorflowlite_c.lib", ("TfLiteModelCreate",),
+                      ("?Invoke@Interpreter@tflite@@QEAAHXZ", "?_Xlength_error@std@@YAXPEBD@Z", "??2@YAPEAX_K@Z",
+                       "__imp_?foo@bar@@YAXXZ", "memcpy", "TfLiteMissing"))
+    archive = zip_members(tmp_path / "pkg.zip", {"lib/tensorflowlite_c.lib": lib})
+    gate = replace(contract("tflite-windows-x86_64-static"), required=(), symbols=())
+    (problem,) = check(archive, gate, "2.17.0")
+    assert problem.startswith("2 undefined symbols")
+    assert "?Invoke@Interpreter@tflite@@QEAAHXZ" in problem and "TfLiteMissing" in problem
+    assert "std@@" not in problem and "memcpy" not in problem
+
+
+def test_a_package_may_ship_only_its_own_libraries(tmp_path):
+    """LibTorch -cuda: an NVIDIA library the strip globs miss is caught by its SONAME."""
+    torch = elf_shared(tmp_path / "libtorch_cuda.so", ("_ZN3c104cuda6deviceEv",), soname="libtorch_cuda.so")
+    renamed = elf_shared(tmp_path / "libextra.so", ("cutensorCreate",), soname="libcutensor.so.2")
+    allowed = Contract(allowed_libraries=contract("libtorch-linux-x86_64-cuda-shared").allowed_libraries)
+    good = zip_members(tmp_path / "good.zip", {"lib/libtorch_cuda.so": torch})
+    assert check(good, allowed, "2.12.0") == []
+    bad = zip_members(tmp_path / "bad.zip", {"lib/libtorch_cuda.so": torch, "lib/libextra.so": renamed})
+    (problem,) = check(bad, allowed, "2.12.0")
+    assert problem.startswith("lib/libextra.so is libcutensor.so.2, not a library this package ships")
+
+
+def test_universal_packages_carry_both_slices_in_every_library(tmp_path):
+    arm = macho_dylib(tmp_path / "arm64.dylib", ("TfLiteModelCreate",), arch="arm64")
+    x86 = macho_dylib(tmp_path / "x86_64.dylib", ("TfLiteModelCreate",), arch="x86_64")
+    fat = tmp_path / "libtensorflowlite_c.dylib"
+    subprocess.run([toolchain.require_tool("llvm-lipo", "test"), "-create", arm, x86, "-output", fat], check=True)
+    universal = Contract(platform="macos-universal")
+    assert check(zip_members(tmp_path / "fat.zip", {"lib/libtensorflowlite_c.dylib": fat}), universal, "2.17.0") == []
+    (problem,) = check(zip_members(tmp_path / "thin.zip", {"lib/libtensorflowlite_c.dylib": arm}), universal, "2.17.0")
+    assert problem.endswith("is Mach-O arm64; macos-universal needs Mach-O arm64+x86_64")

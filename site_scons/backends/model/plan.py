@@ -74,22 +74,61 @@ class Bundle:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """What proves that one accelerator is compiled into a package (engines/contracts.toml)."""
+
+    accelerator: str
+    files: tuple[str, ...] = ()  # member globs
+    symbols: tuple[str, ...] = ()  # names (or `*` globs) a library of the package defines
+    links: tuple[str, ...] = ()  # substrings of a library a shipped shared library loads
+    targets: tuple[str, ...] = ()  # CMake targets of the export sets CMake generated
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.symbols or self.links or self.targets)
+
+
+@dataclass(frozen=True)
+class VersionProbe:
+    """Where an archive states its own version: `kind` says how to read it.
+
+    text        the first group of regex `pattern` in member `member`
+    file-name   the x.y.z suffix of the library file name(s) matching `member`
+    elf-version the x.y.z of an ELF version definition `<pattern>x.y.z` (VERS_1.26.0)
+    dylib       the Mach-O LC_ID_DYLIB current version
+    dll         major.minor of the PE VERSIONINFO file version
+    """
+
+    kind: str
+    member: str
+    pattern: str = ""
+
+
+@dataclass(frozen=True)
 class Contract:
     """What the archive itself must (not) contain; checked by verify on the archive."""
 
     required: tuple[str, ...] = ()
     forbidden: tuple[str, ...] = ()
-    symbols: tuple[tuple[str, str], ...] = ()  # (library glob, exported symbol), in every Mach-O slice
-    no_symbols: tuple[tuple[str, str], ...] = ()  # (library glob, a symbol it must not export)
+    symbols: tuple[tuple[str, str], ...] = ()  # (library glob, exported symbol)
     install_names: tuple[tuple[str, str], ...] = ()  # (dylib glob, its install name in every slice)
-    macho_archs: tuple[str, ...] = ()
     header_api: tuple[str, str] | None = None  # (header path, library glob): header API <= library's
-    links: tuple[tuple[str, str], ...] = ()  # (library glob, a needed library it must link)
-    no_links: tuple[tuple[str, str], ...] = ()  # (library glob, a needed library it must not link)
-    cmake_targets: tuple[str, ...] = ()  # must be exported by the package's CMake config
-    no_cmake_targets: tuple[str, ...] = ()
-    relocatable: bool = True  # no build-tree paths in shipped CMake configs
+    relocatable: bool = True  # no build-tree or other foreign absolute paths in shipped build metadata
     max_bytes: int = 2 * 1024**3 - 1
+    # The leg's platform: every library must be a binary of its OS and architecture(s)
+    # (the Mach-O slices of a universal package).
+    platform: str = ""
+    accelerators: tuple[Evidence, ...] = ()  # present: the flavor's accelerators
+    foreign_accelerators: tuple[Evidence, ...] = ()  # absent: every other accelerator of the engine
+    # Globs over the identity (SONAME, install name, DLL name) of every shared library the
+    # package ships; empty: any.
+    allowed_libraries: tuple[str, ...] = ()
+    versions: tuple[VersionProbe, ...] = ()  # each must state the leg's version
+    min_os: str = ""  # iOS slices may not require a newer OS (Mach-O LC_BUILD_VERSION minos)
+    # Static libraries: a C++ or Objective-C symbol they leave undefined must be defined in
+    # the package or match `system_symbols` (what the OS's link line provides); a C symbol
+    # only when it has one of the engine's own `internal_prefixes`.
+    system_symbols: tuple[str, ...] = ()
+    internal_prefixes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
+from .contract_data import contracts_file, load_contract_data, with_contract_data
 from .engine import DataError, Engine
 from .leg import Leg
 from .matrix import AGGREGATE_SLICES, Matrix
@@ -41,7 +43,7 @@ def _aggregate_plan(leg: Leg, engine: Engine, matrix: Matrix, archive: str) -> P
     slice_plans = [plan_leg(matrix.leg(i), engine, matrix) for i in leg.inputs]
     first = slice_plans[0].contract
     if leg.aggregate == "universal":
-        contract = replace(first, macho_archs=tuple(p.split("-", 1)[1] for p in AGGREGATE_SLICES["universal"]))
+        contract = first
         notes = (f"lipo every Mach-O file under lib/ of {' + '.join(leg.inputs)}; include/ from the arm64 slice",)
         smoke = slice_plans[-1].smoke
     else:
@@ -51,7 +53,7 @@ def _aggregate_plan(leg: Leg, engine: Engine, matrix: Matrix, archive: str) -> P
         libraries = [p for p in first.required if p.startswith("lib/") and p.count("/") == 1]
         required = tuple(p for p in first.required if not p.startswith("lib/"))
         required += tuple(f"lib/{abi}/{Path(p).name}" for abi in abis for p in libraries)
-        contract = Contract(required=required, forbidden=first.forbidden)
+        contract = replace(first, required=required, symbols=())
         notes = (f"include/ from {leg.inputs[0]}; lib/<abi>/ from each of {', '.join(leg.inputs)}",)
         smoke = None
     return Plan(leg=leg, version=engine.version, archive=archive, contract=contract, smoke=smoke, notes=notes)
@@ -60,20 +62,34 @@ def _aggregate_plan(leg: Leg, engine: Engine, matrix: Matrix, archive: str) -> P
 def plan_leg(leg: Leg, engine: Engine, matrix: Matrix) -> Plan:
     archive = archive_name(leg, engine)
     if leg.aggregate:
-        return _aggregate_plan(leg, engine, matrix, archive)
-    recipe = _load_recipe(engine.root / "recipe.py")
-    validate = getattr(recipe, "validate", None)
-    if validate is not None:
-        validate(leg)  # refuses, with a DataError, a leg the recipe cannot build
-    plan = recipe.plan(leg, engine, archive)
-    plan = replace(plan, warnings=plan.warnings + _outdated_patches(plan, engine))
-    if plan.smoke is not None and not leg.can_run:
-        plan = replace(plan, smoke=None)
-    if plan.smoke is not None:
-        plan = replace(plan, smoke=_with_variant_defines(plan.smoke, leg))
-        if leg.os == "windows" and leg.config == "debug":
-            plan = replace(plan, notes=(*plan.notes, DEBUG_CRT_NOTE))
-    return plan
+        plan = _aggregate_plan(leg, engine, matrix, archive)
+    else:
+        recipe = _load_recipe(engine.root / "recipe.py")
+        validate = getattr(recipe, "validate", None)
+        if validate is not None:
+            validate(leg)  # refuses, with a DataError, a leg the recipe cannot build
+        plan = recipe.plan(leg, engine, archive)
+        plan = replace(plan, warnings=plan.warnings + _outdated_patches(plan, engine))
+        if plan.smoke is not None and not leg.can_run:
+            plan = replace(plan, smoke=None)
+        if plan.smoke is not None:
+            plan = replace(plan, smoke=_with_variant_defines(plan.smoke, leg))
+            if leg.os == "windows" and leg.config == "debug":
+                plan = replace(plan, notes=(*plan.notes, DEBUG_CRT_NOTE))
+    return replace(plan, contract=_with_platform_rules(plan.contract, leg, engine))
+
+
+def _with_platform_rules(contract: Contract, leg: Leg, engine: Engine) -> Contract:
+    """What every engine's contract checks alike: the binaries' platform, the OS the
+    package promises, and the shared data of engines/contracts.toml."""
+    contract = replace(contract, platform=leg.platform, min_os=_promised_min_os(leg))
+    return with_contract_data(contract, leg, load_contract_data(contracts_file(engine.root.parent)))
+
+
+def _promised_min_os(leg: Leg) -> str:
+    """The minimum iOS an xcframework's slices may require (the leg's `requires.min_os`)."""
+    match = re.search(r"\d+(?:\.\d+)+", leg.requires.get("min_os", "")) if leg.os == "ios" else None
+    return match.group(0) if match else ""
 
 
 def _outdated_patches(plan: Plan, engine: Engine) -> tuple[str, ...]:

@@ -389,12 +389,12 @@ def undefined_internal_symbols(archive: Path, prefixes: Sequence[str]) -> list[s
     return sorted(name for name in dangling if name.startswith(tuple(prefixes)))
 
 
-def nm_symbol_table(path: Path) -> tuple[set[str], set[str]]:
-    """(undefined, defined external) symbol names of every member and architecture,
-    Mach-O names without their leading underscore."""
+def nm_symbol_table(path: Path, arch: str = "") -> tuple[set[str], set[str]]:
+    """(undefined, defined external) symbol names of every member and architecture (or
+    only the `arch` slice of a universal file), Mach-O names without their leading underscore."""
     nm = toolchain.require_tool("llvm-nm", "reading symbol tables")
     completed = subprocess.run(
-        [nm, "--format=posix", "--print-file-name", "--arch=all", "--extern-only",
+        [nm, "--format=posix", "--print-file-name", f"--arch={arch or 'all'}", "--extern-only",
          str(path)],
         capture_output=True, text=True, check=False)
     if completed.returncode != 0:

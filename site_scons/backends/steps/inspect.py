@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from backends import toolchain
-from backends.steps.bundle import object_format
+from backends.steps.bundle import AR_MAGIC, iter_archive_members, nm_symbol_table, object_format
 from backends.steps.universal import macho_archs
 
 _OFFSET_SUFFIX = re.compile(r"\s+\(offset \d+\)$")
@@ -63,6 +63,26 @@ def exported_symbols(lib: Path, arch: str = "") -> set[str]:
     if fmt == "macho":
         names = {name[1:] if name.startswith("_") else name for name in names}
     return names
+
+
+def symbol_sets(lib: Path, arch: str = "") -> tuple[set[str], set[str]]:
+    """(defined, undefined) external symbols: every member and architecture (or the `arch`
+    slice of a universal file) of a static library or object; the export table of a shared
+    library (which leaves nothing undefined that the loader does not resolve)."""
+    lib = Path(lib)
+    if object_format(lib) == "pe" or (object_format(lib) in ("elf", "macho") and _is_shared(lib)):
+        return exported_symbols(lib, arch), set()
+    undefined, defined = nm_symbol_table(lib, arch)
+    return defined, undefined
+
+
+def _is_shared(lib: Path) -> bool:
+    """A shared object, dylib or framework binary; not an archive or relocatable object."""
+    with open(lib, "rb") as stream:
+        head = stream.read(8)
+    if head.startswith(b"\x7fELF"):
+        return _is_elf_shared_object(lib)
+    return not head.startswith(AR_MAGIC)
 
 
 def dll_exports(dll: Path) -> set[str]:
@@ -161,3 +181,134 @@ def _parse_load_commands(output: str) -> list[dict[str, str]]:
         elif commands and key not in commands[-1]:
             commands[-1][key] = value.split()[0]
     return commands
+
+
+# --- what a binary is: format, architectures, identity, version -------------------------
+
+ELF_MACHINES = {3: "i386", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64"}
+COFF_MACHINES = {0x014C: "i386", 0x8664: "x86_64", 0xAA64: "arm64", 0xA641: "arm64ec", 0x01C4: "arm"}
+_VS_FIXEDFILEINFO = (0xFEEF04BD).to_bytes(4, "little")
+_DLL_NAME = re.compile(r"^\s*DLL name: (\S+)\s*$", re.M)
+_SONAME = re.compile(r"SONAME\s+Library soname: \[([^\]]+)\]")
+
+
+def binary_archs(lib: Path) -> tuple[str, set[str]]:
+    """(format, architectures) of a library: elf/macho/pe/coff/wasm with the machine of
+    the file or of its archive members; ("unknown", set()) for anything else."""
+    lib = Path(lib)
+    fmt = object_format(lib)
+    if fmt == "macho":
+        return fmt, set(macho_archs(lib))
+    if fmt == "wasm":
+        return fmt, {"wasm32"}
+    heads = _object_heads(lib)
+    if fmt == "elf":
+        return fmt, {ELF_MACHINES.get(_elf_machine(head), "unknown") for head in heads if head.startswith(b"\x7fELF")}
+    if fmt == "pe":
+        return fmt, {COFF_MACHINES.get(_pe_machine(lib), "unknown")}
+    if fmt == "coff":
+        return fmt, {COFF_MACHINES.get(m, "unknown") for m in map(_coff_machine, heads) if m is not None}
+    return fmt, set()
+
+
+def _object_heads(lib: Path) -> list[bytes]:
+    """The first bytes of the file, or of the first object members of an archive."""
+    with open(lib, "rb") as stream:
+        if stream.read(8) != AR_MAGIC:
+            stream.seek(0)
+            return [stream.read(64)]
+        heads = []
+        for index, member in enumerate(iter_archive_members(lib)):
+            if index >= 64:
+                break
+            stream.seek(member.offset)
+            heads.append(stream.read(min(member.size, 64)))
+        return heads
+
+
+def _elf_machine(head: bytes) -> int:
+    order = "little" if head[5:6] == b"\x01" else "big"
+    return int.from_bytes(head[18:20], order)
+
+
+def _coff_machine(head: bytes) -> int | None:
+    if head.startswith(b"\x00\x00\xff\xff"):  # import object, or an anonymous (/GL, /bigobj) object
+        return int.from_bytes(head[6:8], "little")
+    machine = int.from_bytes(head[:2], "little")
+    return machine if machine in COFF_MACHINES else None
+
+
+def _pe_machine(lib: Path) -> int:
+    with open(lib, "rb") as stream:
+        stream.seek(0x3C)
+        offset = int.from_bytes(stream.read(4), "little")
+        stream.seek(offset)
+        if stream.read(4) != b"PE\0\0":
+            return 0
+        return int.from_bytes(stream.read(2), "little")
+
+
+def library_identity(lib: Path) -> str:
+    """The name a loader knows a shared library by: ELF SONAME, Mach-O install name
+    (LC_ID_DYLIB), a DLL's export-table name; "" when it has none."""
+    lib = Path(lib)
+    fmt = object_format(lib)
+    if fmt == "elf":
+        match = _SONAME.search(_tool_output("llvm-readobj", ["--dynamic-table"], lib))
+        return match.group(1) if match else ""
+    if fmt == "macho":
+        ids = [c.get("name", "") for commands in _macho_load_commands(lib).values()
+               for c in commands if c.get("cmd") == "LC_ID_DYLIB"]
+        return ids[0] if ids else ""
+    if fmt == "pe":
+        match = _DLL_NAME.search(_tool_output("llvm-objdump", ["-p"], lib))
+        return match.group(1) if match else ""
+    return ""
+
+
+def elf_version_definitions(lib: Path) -> list[str]:
+    """The symbol versions an ELF shared object defines (VERS_1.26.0), without its base
+    version (which is its SONAME)."""
+    output = _tool_output("llvm-readobj", ["--version-info"], Path(lib))
+    block = re.search(r"^VersionDefinitions \[\n(.*?)^\]", output, re.S | re.M)
+    if not block:
+        return []
+    definitions = re.split(r"^\s*Definition \{", block.group(1), flags=re.M)[1:]
+    return [m.group(1) for d in definitions if "Base (0x1)" not in d and (m := re.search(r"Name: (\S+)", d))]
+
+
+def dylib_version(lib: Path) -> str:
+    """A Mach-O dylib's LC_ID_DYLIB current version ("1.26.0"), "" without one."""
+    output = _tool_output("llvm-otool", ["-l"], Path(lib))
+    match = re.search(r"cmd LC_ID_DYLIB\n(?:.*\n)*?\s*current version (\S+)", output)
+    return match.group(1) if match else ""
+
+
+def dll_file_version(lib: Path) -> str:
+    """A PE file's VS_FIXEDFILEINFO file version ("1.26.26.508"), "" without one."""
+    data = Path(lib).read_bytes()
+    at = data.find(_VS_FIXEDFILEINFO)
+    if at < 0 or len(data) < at + 16:
+        return ""
+    most, least = int.from_bytes(data[at + 8:at + 12], "little"), int.from_bytes(data[at + 12:at + 16], "little")
+    return f"{most >> 16}.{most & 0xFFFF}.{least >> 16}.{least & 0xFFFF}"
+
+
+def macho_platforms(lib: Path) -> set[str]:
+    """Every platform a Mach-O file or archive was built for (LC_BUILD_VERSION `platform`:
+    macos, ios, iossimulator, ...; legacy LC_VERSION_MIN_* mapped alike)."""
+    platforms = set()
+    for arch, commands in _macho_load_commands(Path(lib)).items():
+        for command in commands:
+            cmd = command.get("cmd", "")
+            if cmd == "LC_BUILD_VERSION" and "platform" in command:
+                platforms.add(command["platform"].lower())
+            elif cmd.startswith("LC_VERSION_MIN_"):
+                platforms.add(_LEGACY_PLATFORMS.get((cmd, arch in ("x86_64", "i386")), cmd))
+    return platforms
+
+
+_LEGACY_PLATFORMS = {
+    ("LC_VERSION_MIN_MACOSX", False): "macos", ("LC_VERSION_MIN_MACOSX", True): "macos",
+    ("LC_VERSION_MIN_IPHONEOS", False): "ios", ("LC_VERSION_MIN_IPHONEOS", True): "iossimulator",
+}

@@ -1,0 +1,175 @@
+"""The contract facts every engine shares, from `engines/contracts.toml`: the binary
+evidence of each accelerator, and what static libraries may leave undefined per OS.
+Applied to every leg's contract by `recipes.plan_leg`; validated at load, naming the
+file and the field."""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+from .engine import DataError
+from .leg import Leg
+from .plan import Contract, Evidence
+from .recipe_kit import facts
+from .vocab import ACCELERATORS, ENGINES, OSES
+
+FILE_NAME = "contracts.toml"
+EVIDENCE_KINDS = ("files", "symbols", "links", "targets")
+WHEN_KEYS = ("platform", "os", "arch", "kind", "linkage", "config", "source")
+
+
+@dataclass(frozen=True)
+class EvidenceRow:
+    evidence: Evidence
+    when: Mapping[str, tuple[str, ...]]
+
+    def applies_to(self, leg: Leg) -> bool:
+        leg_facts = facts(leg)
+        return all(leg_facts[key] in wanted for key, wanted in self.when.items())
+
+
+@dataclass(frozen=True)
+class ContractData:
+    evidence: Mapping[str, Mapping[str, tuple[EvidenceRow, ...]]]  # engine -> accelerator -> rows
+    system_symbols: Mapping[str, tuple[str, ...]]  # os -> regexes
+    internal_prefixes: Mapping[str, tuple[str, ...]]  # engine -> C name prefixes
+
+
+def contracts_file(engines_dir: Path) -> Path:
+    return engines_dir / FILE_NAME
+
+
+@lru_cache(maxsize=None)
+def load_contract_data(path: Path) -> ContractData:
+    try:
+        with path.open("rb") as handle:
+            raw = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise DataError(f"{path}: {error}") from None
+    _only(raw, ("evidence", "undefined"), f"{path}")
+    undefined = _table(raw.get("undefined", {}), f"{path}: undefined")
+    _only(undefined, ("system", "sets", "internal"), f"{path}: undefined")
+    evidence = _per_engine(raw.get("evidence", {}), path, "evidence")
+    internal = _per_engine(undefined.get("internal", {}), path, "undefined.internal")
+    return ContractData(
+        evidence=MappingProxyType({engine: _engine_evidence(rows, f"{path}: evidence.{engine}")
+                                   for engine, rows in evidence.items()}),
+        system_symbols=_system_symbols(undefined, f"{path}: undefined"),
+        internal_prefixes=MappingProxyType({engine: _strings(value, f"{path}: undefined.internal.{engine}")
+                                            for engine, value in internal.items()}),
+    )
+
+
+def with_contract_data(contract: Contract, leg: Leg, data: ContractData) -> Contract:
+    """The leg's contract with its accelerators' evidence, the others' absence, and the
+    static-library rules of its OS."""
+    rows = data.evidence.get(leg.engine, {})
+    present = tuple(_merge(acc, [r for r in rows.get(acc, ()) if r.applies_to(leg)]) for acc in leg.accelerator)
+    shipped = _merge("", [r for acc in leg.accelerator for r in rows.get(acc, ())])
+    absent = tuple(_without(_merge(acc, list(acc_rows)), shipped)
+                   for acc, acc_rows in rows.items() if acc not in leg.accelerator)
+    return replace(
+        contract,
+        accelerators=tuple(e for e in present if e),
+        foreign_accelerators=tuple(e for e in absent if e),
+        system_symbols=data.system_symbols.get(leg.os, ()),
+        internal_prefixes=data.internal_prefixes.get(leg.engine, ()),
+    )
+
+
+def _merge(accelerator: str, rows: list[EvidenceRow]) -> Evidence:
+    values = {kind: tuple(dict.fromkeys(v for r in rows for v in getattr(r.evidence, kind))) for kind in EVIDENCE_KINDS}
+    return Evidence(accelerator, **values)
+
+
+def _without(evidence: Evidence, shared: Evidence) -> Evidence:
+    """Evidence minus the items the leg's own accelerators show too (MLX and MPS both
+    link Metal.framework)."""
+    return Evidence(evidence.accelerator, **{kind: tuple(v for v in getattr(evidence, kind)
+                                                         if v not in getattr(shared, kind))
+                                             for kind in EVIDENCE_KINDS})
+
+
+# --- validation -----------------------------------------------------------------------------
+
+def _per_engine(raw: object, path: Path, field: str) -> dict:
+    table = _table(raw, f"{path}: {field}")
+    for engine in table:
+        if engine not in ENGINES and not (path.parent / engine / "engine.toml").is_file():
+            raise DataError(f"{path}: {field}.{engine}: no engine {engine}; engines: {', '.join(ENGINES)} "
+                            f"and those with an engines/<name>/engine.toml")
+    return table
+
+
+def _engine_evidence(raw: object, where: str) -> Mapping[str, tuple[EvidenceRow, ...]]:
+    table = _table(raw, where)
+    for accelerator in table:
+        if accelerator not in ACCELERATORS:
+            raise DataError(f"{where}.{accelerator}: unknown accelerator; accelerators: {', '.join(ACCELERATORS)}")
+    return MappingProxyType({acc: tuple(_row(acc, row, f"{where}.{acc}[{i}]") for i, row in enumerate(_list(rows, f"{where}.{acc}")))
+                             for acc, rows in table.items()})
+
+
+def _row(accelerator: str, raw: object, where: str) -> EvidenceRow:
+    row = _table(raw, where)
+    _only(row, ("when", *EVIDENCE_KINDS), where)
+    when = _table(row.get("when", {}), f"{where}.when")
+    _only(when, WHEN_KEYS, f"{where}.when")
+    evidence = Evidence(accelerator, **{kind: _strings(row.get(kind, []), f"{where}.{kind}") for kind in EVIDENCE_KINDS})
+    if not evidence:
+        raise DataError(f"{where}: names no evidence; give one of {', '.join(EVIDENCE_KINDS)}")
+    return EvidenceRow(evidence, MappingProxyType({key: _strings(value, f"{where}.when.{key}")
+                                                   for key, value in when.items()}))
+
+
+def _system_symbols(undefined: dict, where: str) -> Mapping[str, tuple[str, ...]]:
+    sets = {name: _regexes(value, f"{where}.sets.{name}") for name, value in _table(undefined.get("sets", {}), f"{where}.sets").items()}
+    system = {}
+    for os_name, names in _table(undefined.get("system", {}), f"{where}.system").items():
+        if os_name not in OSES:
+            raise DataError(f"{where}.system.{os_name}: unknown OS; OSes: {', '.join(OSES)}")
+        missing = [n for n in _strings(names, f"{where}.system.{os_name}") if n not in sets]
+        if missing:
+            raise DataError(f"{where}.system.{os_name}: no set {', '.join(missing)}; sets: {', '.join(sets)}")
+        system[os_name] = tuple(p for n in _strings(names, "") for p in sets[n])
+    return MappingProxyType(system)
+
+
+def _regexes(raw: object, where: str) -> tuple[str, ...]:
+    patterns = _strings(raw, where)
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise DataError(f"{where}: {pattern!r} is not a regular expression ({error})") from None
+    return patterns
+
+
+def _table(raw: object, where: str) -> dict:
+    if not isinstance(raw, dict):
+        raise DataError(f"{where}: expected a table, got {type(raw).__name__}")
+    return raw
+
+
+def _list(raw: object, where: str) -> list:
+    if not isinstance(raw, list):
+        raise DataError(f"{where}: expected an array of tables ([[...]]), got {type(raw).__name__}")
+    return raw
+
+
+def _strings(raw: object, where: str) -> tuple[str, ...]:
+    values = [raw] if isinstance(raw, str) else raw
+    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+        raise DataError(f"{where}: expected a string or a list of non-empty strings, got {raw!r}")
+    return tuple(values)
+
+
+def _only(table: dict, allowed: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise DataError(f"{where}: unknown field {', '.join(unknown)}; fields: {', '.join(allowed)}")

@@ -1,0 +1,1 @@
+"""The checks verify runs on an archive, one concern per module; `view` reads the archive."""

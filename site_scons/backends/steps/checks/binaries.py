@@ -1,0 +1,110 @@
+"""The libraries themselves: each is a real binary of the leg's OS and architecture (a
+4-byte stub is not), exports what the contract names, and a shared library carries an
+identity (SONAME, install name, DLL name) the package may ship."""
+from __future__ import annotations
+
+import re
+from fnmatch import fnmatch
+from pathlib import PurePosixPath
+
+from ...model.matrix import AGGREGATE_SLICES
+from ...model.plan import Contract
+from ..inspect import binary_archs, library_identity, macho_install_names
+from .view import ArchiveView, group_of, slice_of
+
+OS_FORMATS = {"linux": ("elf",), "android": ("elf",), "macos": ("macho",), "ios": ("macho",),
+              "windows": ("pe", "coff"), "wasm": ("wasm",)}
+ARCHS = {"x86_64": "x86_64", "aarch64": "aarch64", "arm64": "arm64", "arm64-v8a": "aarch64",
+         "armeabi-v7a": "arm", "x86": "i386"}
+FORMAT_NAMES = {"elf": "ELF", "macho": "Mach-O", "pe": "PE", "coff": "COFF", "wasm": "WebAssembly"}
+_SLICE_ARCHS = re.compile(r"x86_64|arm64e?|armv7s?|i386")
+SHARED_NAME = re.compile(r"\.(so(\.\d+)*|dylib|dll)$")
+
+
+def expected_binary(platform: str, member: str) -> tuple[tuple[str, ...], set[str]] | None:
+    """(formats, architectures) a library at `member` must have on `platform`; None when
+    the platform does not say (a fixture platform, an unknown ABI directory)."""
+    os_name, _, arch = platform.partition("-")
+    formats = OS_FORMATS.get(os_name)
+    if formats is None:
+        return None
+    if os_name == "wasm":
+        return formats, {"wasm32"}
+    if os_name == "ios":
+        return formats, set(_SLICE_ARCHS.findall(slice_of(member).partition("-")[2]))
+    if arch == "universal":
+        return formats, {p.split("-", 1)[1] for p in AGGREGATE_SLICES["universal"]}
+    if not arch:  # the Android bundle and AAR: lib/<abi>/
+        arch = group_of(member, platform)
+    return (formats, {ARCHS[arch]}) if arch in ARCHS else None
+
+
+def check_formats(view: ArchiveView, platform: str) -> list[str]:
+    problems = []
+    for name in view.libraries:
+        wanted = expected_binary(platform, name)
+        if wanted is None:
+            continue
+        formats, archs = wanted
+        fmt, found = binary_archs(view.file(name))
+        if fmt not in formats or (archs and found != archs):
+            what = FORMAT_NAMES[fmt] + f" {'+'.join(sorted(found))}" if fmt in FORMAT_NAMES else "no binary"
+            expected = "/".join(FORMAT_NAMES[f] for f in formats) + f" {'+'.join(sorted(archs))}"
+            size = view.file(name).stat().st_size
+            problems.append(f"{name} ({size} bytes) is {what.strip()}; {platform} needs {expected.strip()}")
+    return problems
+
+
+def slices(view: ArchiveView, name: str, platform: str) -> list[str]:
+    """The architectures of a universal macOS library, each to be checked on its own (a
+    symbol in only one slice fails a consumer of the other); [""] for any other library."""
+    if not platform.endswith("-universal") or not view.is_binary(name):
+        return [""]
+    fmt, archs = binary_archs(view.file(name))
+    return sorted(archs) if fmt == "macho" and len(archs) > 1 else [""]
+
+
+def check_symbols(view: ArchiveView, contract: Contract) -> list[str]:
+    problems = []
+    for lib_pattern, symbol in contract.symbols:
+        name = view.first(lib_pattern)
+        if name is None:
+            problems.append(f"no library {lib_pattern} to look for {symbol} in")
+            continue
+        for arch in slices(view, name, contract.platform):
+            if symbol not in view.symbols(name, arch)[0]:
+                problems.append(f"{name}{f' ({arch} slice)' if arch else ''} does not export {symbol}")
+    return problems
+
+
+def check_install_names(view: ArchiveView, install_names: tuple[tuple[str, str], ...]) -> list[str]:
+    """A dylib's id in every slice: consumers record it and look for the library there."""
+    problems = []
+    for lib_pattern, install_name in install_names:
+        name = view.first(lib_pattern)
+        if name is None:
+            problems.append(f"no library {lib_pattern} to read the install name of")
+            continue
+        for arch, found in macho_install_names(view.file(name)).items():
+            if found != install_name:
+                problems.append(f"{name} ({arch}) has the install name {found or 'none'}, expected "
+                                f"{install_name}: consumers would look for the library there")
+    return problems
+
+
+def shared_libraries(view: ArchiveView) -> list[str]:
+    return [name for name in view.binaries if SHARED_NAME.search(name) and not name.endswith(".dll.a")]
+
+
+def check_identities(view: ArchiveView, allowed: tuple[str, ...]) -> list[str]:
+    """Every shared library is one the package may ship, by the name the loader knows it
+    by (a renamed file keeps its SONAME): an allow-list fails on what nobody listed."""
+    if not allowed:
+        return []
+    problems = []
+    for name in shared_libraries(view):
+        identity = PurePosixPath(library_identity(view.file(name)) or name).name
+        if not any(fnmatch(identity, pattern) for pattern in allowed):
+            problems.append(f"{name} is {identity}, not a library this package ships "
+                            f"(allowed: {', '.join(allowed)})")
+    return problems

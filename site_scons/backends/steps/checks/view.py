@@ -1,0 +1,234 @@
+"""An archive as verify sees it: its entries (with their kinds and link targets), member
+bytes on demand, and the libraries in it, extracted once into a scratch directory."""
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shutil
+import stat
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import BinaryIO, Callable
+
+from ..bundle import object_format
+from ..globs import matches
+from ..inspect import symbol_sets
+
+# Entry kinds.
+FILE, DIR, SYMLINK, HARDLINK, SPECIAL = "file", "dir", "symlink", "hardlink", "special"
+
+BINARY_FORMATS = ("elf", "macho", "pe", "coff", "wasm")
+LIBRARY_NAME = re.compile(r"\.(so(\.\d+)*|dylib|dll|a|lib)$")
+_SLICE = re.compile(r"^([^/]+\.xcframework)/([^/]+)/")
+_ABI_DIR = re.compile(r"^lib/([^/]+)/[^/]+$")
+
+
+class ArchiveError(ValueError):
+    """The archive cannot be read at all."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # as stored in the archive
+    kind: str
+    target: str = ""  # symlink or hard-link target
+
+
+@dataclass
+class ArchiveView:
+    """Entries, lazy member bytes and symlink targets of a zip / tar.gz / 7z archive."""
+
+    path: Path
+    entries: list[Entry]
+    _open: Callable[[str], BinaryIO]
+    keep: object = None  # resources that must live as long as the view
+    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="verify-")))
+    _extracted: dict[str, Path] = field(default_factory=dict)
+    _symbols: dict[tuple[str, str], tuple[set[str], set[str]]] = field(default_factory=dict)
+
+    @cached_property
+    def names(self) -> list[str]:
+        """Members that are files or symlinks (not directories)."""
+        return [e.name for e in self.entries if e.kind in (FILE, SYMLINK)]
+
+    @cached_property
+    def symlinks(self) -> dict[str, str]:
+        return {e.name: e.target for e in self.entries if e.kind == SYMLINK}
+
+    def read(self, name: str) -> bytes:
+        with self._open(name) as stream:
+            return stream.read()
+
+    def first(self, pattern: str) -> str | None:
+        """The first member matching `pattern`, with symlinks inside the archive followed."""
+        for name in sorted(self.names):
+            if matches(name, pattern):
+                return self.follow(name)
+        return None
+
+    def follow(self, name: str) -> str | None:
+        for _ in range(16):
+            if name not in self.symlinks:
+                return name if name in self.names else None
+            name = posixpath.normpath(posixpath.join(posixpath.dirname(name), self.symlinks[name]))
+        return None
+
+    def file(self, name: str) -> Path:
+        """The member as a file in the scratch directory (extracted once)."""
+        if name not in self._extracted:
+            target = self.scratch / f"{len(self._extracted)}" / posixpath.basename(name)
+            target.parent.mkdir(parents=True)
+            with self._open(name) as stream, open(target, "wb") as out:
+                shutil.copyfileobj(stream, out, 1 << 20)  # libraries reach a GB: never whole in memory
+            self._extracted[name] = target
+        return self._extracted[name]
+
+    def symbols(self, library: str, arch: str = "") -> tuple[set[str], set[str]]:
+        """(defined, undefined) external symbols of a library member (of its `arch` slice
+        when given), read once; none for a member that is no binary (the format check
+        reports it)."""
+        key = (library, arch)
+        if key not in self._symbols:
+            self._symbols[key] = symbol_sets(self.file(library), arch) if self.is_binary(library) else (set(), set())
+        return self._symbols[key]
+
+    def is_binary(self, name: str) -> bool:
+        return object_format(self.file(name)) in BINARY_FORMATS
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        if isinstance(self.keep, tempfile.TemporaryDirectory):
+            self.keep.cleanup()
+        elif isinstance(self.keep, (zipfile.ZipFile, tarfile.TarFile)):
+            self.keep.close()
+
+    @cached_property
+    def libraries(self) -> list[str]:
+        """Regular members that are libraries: by suffix, or a framework's binary
+        (`X.framework/X`, `X.framework/Versions/A/X`)."""
+        return [e.name for e in self.entries if e.kind == FILE and is_library_name(e.name)]
+
+    @cached_property
+    def binaries(self) -> list[str]:
+        """The libraries that are object files of a known format (a stub is not)."""
+        return [name for name in self.libraries if self.is_binary(name)]
+
+
+def is_library_name(name: str) -> bool:
+    parts = name.split("/")
+    framework = next((p[:-len(".framework")] for p in reversed(parts[:-1]) if p.endswith(".framework")), None)
+    return bool(LIBRARY_NAME.search(parts[-1])) or parts[-1] == framework
+
+
+def slice_of(name: str) -> str:
+    """The xcframework slice a member lies in (`ios-arm64`), or "" outside one."""
+    match = _SLICE.match(name)
+    return match.group(2) if match else ""
+
+
+def group_of(name: str, platform: str) -> str:
+    """Libraries that a consumer links together: one xcframework slice, one ABI directory
+    of an Android bundle, else the whole package."""
+    if slice_of(name):
+        return slice_of(name)
+    if platform == "android":
+        match = _ABI_DIR.match(name)
+        return match.group(1) if match else ""
+    return ""
+
+
+def open_archive(path: Path) -> ArchiveView:
+    name = path.name
+    if name.endswith(".zip"):
+        return _zip_view(path)
+    if name.endswith((".tar.gz", ".tgz")):
+        return _tar_view(path)
+    if name.endswith(".7z"):
+        return _7z_view(path)
+    raise ArchiveError(f"{path}: unknown archive format (zip, tar.gz, 7z)")
+
+
+def _zip_view(path: Path) -> ArchiveView:
+    handle = zipfile.ZipFile(path)
+    entries = []
+    for info in handle.infolist():
+        file_type = stat.S_IFMT(info.external_attr >> 16)
+        if info.is_dir() or file_type == stat.S_IFDIR:
+            entries.append(Entry(info.filename, DIR))
+        elif file_type == stat.S_IFLNK:
+            entries.append(Entry(info.filename, SYMLINK, handle.read(info).decode("utf-8", "replace")))
+        elif file_type in (0, stat.S_IFREG):
+            entries.append(Entry(info.filename, FILE))
+        else:
+            entries.append(Entry(info.filename, SPECIAL))
+    return ArchiveView(path, entries, handle.open, keep=handle)
+
+
+def _tar_view(path: Path) -> ArchiveView:
+    tar = tarfile.open(path)
+    members = tar.getmembers()
+    entries = [Entry(m.name, _tar_kind(m), m.linkname) for m in members]
+    by_name = {m.name: m for m in members}
+
+    def open_member(name: str) -> BinaryIO:
+        stream = tar.extractfile(by_name[name])
+        if stream is None:
+            raise ArchiveError(f"{path.name}: {name} has no content")
+        return stream
+
+    return ArchiveView(path, entries, open_member, keep=tar)
+
+
+def _tar_kind(member: tarfile.TarInfo) -> str:
+    if member.isdir():
+        return DIR
+    if member.isreg():
+        return FILE
+    if member.issym():
+        return SYMLINK
+    if member.islnk():
+        return HARDLINK
+    return SPECIAL
+
+
+def _7z_view(path: Path) -> ArchiveView:
+    """py7zr reads by extracting: names are checked first, and an archive with an unsafe
+    name is never extracted (its view lists the entries, and reading fails)."""
+    import py7zr
+
+    from ..extract import _name_problem
+
+    try:
+        with py7zr.SevenZipFile(path) as seven:
+            listed = [(m.filename, _7z_kind(m)) for m in seven.files]
+    except py7zr.exceptions.ArchiveError as error:
+        raise ArchiveError(f"{path.name}: {error}") from None
+    if any(_name_problem(name) for name, _ in listed):
+        return ArchiveView(path, [Entry(n, k) for n, k in listed], _unreadable(path))
+    unpacked = tempfile.TemporaryDirectory(prefix="verify-7z-")
+    root = Path(unpacked.name)
+    with py7zr.SevenZipFile(path) as seven:
+        seven.extractall(path=root)
+    entries = [Entry(name, kind, os.readlink(root / name) if kind == SYMLINK else "") for name, kind in listed]
+    return ArchiveView(path, entries, lambda n: open(root / n, "rb"), keep=unpacked)
+
+
+def _7z_kind(member: object) -> str:
+    if getattr(member, "is_directory", False):
+        return DIR
+    if getattr(member, "is_symlink", False):
+        return SYMLINK
+    if getattr(member, "st_fmt", None) not in (None, stat.S_IFREG) or getattr(member, "is_socket", False):
+        return SPECIAL
+    return FILE
+
+
+def _unreadable(path: Path) -> Callable[[str], BinaryIO]:
+    def open_member(name: str) -> BinaryIO:
+        raise ArchiveError(f"{path.name}: not extracted, it has unsafe member names")
+    return open_member
