@@ -252,8 +252,7 @@ def _evidence_library(work: Path, platform: str, name: str, symbols: list[str], 
                   for ident, (target, _, _) in IOS_SLICES.items()}
         return xcframework_members(f"Evidence{name}", f"libevidence_{name}.a", slices)
     if os_name == "macos":
-        stubs = [framework_stub(work, link.removesuffix(".framework"), arch) for link in links]
-        return {f"lib/libevidence_{name}.dylib": macho_dylib(work / "lib.dylib", symbols, arch=arch, links=stubs).read_bytes()}
+        return {f"lib/libevidence_{name}.dylib": _macos_dylib(work, arch, symbols, links).read_bytes()}
     if os_name == "windows":
         imports = {link if link.lower().endswith(".dll") else f"{link}64_13.dll": "imported" for link in links}
         return {f"lib/evidence_{name}.dll": pe_dll(work / "evidence.dll", symbols, imports=imports, arch=arch).read_bytes()}
@@ -263,3 +262,18 @@ def _evidence_library(work: Path, platform: str, name: str, symbols: list[str], 
 
 
 ELF_ARCH = {"x86_64": "x86_64", "aarch64": "aarch64", "arm64-v8a": "aarch64"}
+UNIVERSAL_SLICES = ("x86_64", "arm64")
+
+
+def _macos_dylib(work: Path, arch: str, symbols: list[str], links: Iterable[str]) -> Path:
+    """One dylib for `arch`; for `universal`, one per slice, fused by lipo (each slice shows it all)."""
+    slices = []
+    for slice_arch in UNIVERSAL_SLICES if arch == "universal" else (arch,):
+        where = work / slice_arch
+        where.mkdir(parents=True, exist_ok=True)
+        stubs = [framework_stub(where, link.removesuffix(".framework"), slice_arch) for link in links]
+        slices.append(macho_dylib(where / "lib.dylib", symbols, arch=slice_arch, links=stubs))
+    if len(slices) == 1:
+        return slices[0]
+    _run(_tool("llvm-lipo"), "-create", *slices, "-output", work / "lib.dylib")
+    return work / "lib.dylib"
