@@ -2,7 +2,7 @@
 
 Prints the wall time of every step of a cold run, the null-rebuild time (median of 5),
 the archive and unpacked sizes, and the reference implementation's numbers measured on
-this machine (../shared/spec/baseline-upstream.md) beside them. Prints; asserts nothing.
+this machine (docs/upstream.md#baseline) beside them. Prints; asserts nothing.
 
     python3 bench/libtorch_leg.py [--runs 5]
 """

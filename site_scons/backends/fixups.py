@@ -1,7 +1,7 @@
 """Post-stage fixups that recipes run as commands: `python -m backends.fixups <fixup> ...`.
 
 Each fixup is idempotent (a rerun on a fixed tree changes nothing) and fails loudly: no
-`|| true` (spec §8.1.7).
+`|| true` (docs/upstream.md#false-greens).
 """
 from __future__ import annotations
 

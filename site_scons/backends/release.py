@@ -1,4 +1,4 @@
-"""Atomic GitHub release of the archives in a dist directory (fixes spec §8.5).
+"""Atomic GitHub release of the archives in a dist directory (docs/upstream.md#release-fragility).
 
     python -m backends.release --repo owner/name --tag vX.Y.Z --dist DIR --matrix FILE.json
                                [--api URL] [--token-env GITHUB_TOKEN]

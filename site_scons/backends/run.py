@@ -1,4 +1,4 @@
-"""The command runner every heavy step goes through (DESIGN §5.4, anchors §C.7-8).
+"""The command runner every heavy step goes through (docs/decisions.md).
 
 - argv lists only, never shell strings;
 - the child sees exactly the environment it is given (plus the CMake policy floor);
@@ -51,7 +51,7 @@ DEFAULT_ALLOW: tuple[str, ...] = (
     "ANDROID_NDK_HOME", "ANDROID_SDK_ROOT", "EMSDK",
     # CUDA
     "CUDA_HOME", "CUDA_PATH",
-    # compiler caches, reaching inside the upstream CMake builds (DESIGN §5.6)
+    # compiler caches, reaching inside the upstream CMake builds (docs/ci-and-release.md)
     "CCACHE_DIR", "SCCACHE_DIR", "SCCACHE_GHA_ENABLED", "ACTIONS_CACHE_URL", "ACTIONS_RUNTIME_TOKEN",
     "CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER",
     "PYTHON",

@@ -1,4 +1,4 @@
-"""macOS code signing of a staged package (spec §5.3): Developer ID, hardened runtime, timestamp.
+"""macOS code signing of a staged package (docs/upstream.md#signing): Developer ID, hardened runtime, timestamp.
 
     python -m backends.sign STAGE_DIR
 

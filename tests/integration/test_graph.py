@@ -1,5 +1,5 @@
 """The step graph on fixture upstreams: full build, no-op rerun, precise incremental reruns,
-reproducibility, and a kill in the middle (DESIGN §4, §5, §7)."""
+reproducibility, and a kill in the middle (docs/decisions.md)."""
 from __future__ import annotations
 
 import hashlib

@@ -1,6 +1,6 @@
 """Static bundling, lipo and library inspection for ELF, Mach-O and COFF, all on a
 Linux host: clang `-target` makes the objects, Debian's LLVM tools do the rest
-(anchors §D.4, offline-sources §6)."""
+(docs/upstream.md#offline-sources)."""
 from __future__ import annotations
 
 import filecmp

@@ -1,6 +1,6 @@
 """ExecuTorch on Windows + Ninja: the flatc ExternalProject must declare `flatc.exe` as its
 byproduct, or Ninja finds no rule for the imported `flatc.exe` ("missing and no known rule
-to make it"). Spec upstream-spec §2.4, Windows patch 1."""
+to make it"). See docs/upstream.md#executorch-windows-patches."""
 from __future__ import annotations
 
 import re

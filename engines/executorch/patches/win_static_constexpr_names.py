@@ -1,7 +1,7 @@
 """ExecuTorch on Windows: kernels pass `&name` as a template non-type argument, which MSVC
 accepts only for an object with static storage (C2131). Normalise every
 `(static )?(const char* const|constexpr auto) name =` to `static constexpr auto name =`.
-Spec upstream-spec §2.4, Windows patch 3.
+See docs/upstream.md#executorch-windows-patches.
 
 Upstream's script edited every file of the tree; only C++ sources and headers carry the
 declaration, so only those are scanned."""

@@ -1,5 +1,5 @@
 """ExecuTorch on Windows: cl rejects the GCC/Clang flag `-Wno-deprecated-declarations`
-(D8021); `/wd4996` is MSVC's equivalent. Spec upstream-spec §2.4, Windows patch 2."""
+(D8021); `/wd4996` is MSVC's equivalent. See docs/upstream.md#executorch-windows-patches."""
 from __future__ import annotations
 
 import re

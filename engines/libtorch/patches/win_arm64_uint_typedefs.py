@@ -1,6 +1,6 @@
 """LibTorch on Windows arm64: ATen's NEON vec headers use the BSD typedefs `uint`, `ushort`,
 `ulong` and `uchar`, which MSVC does not provide. Prepend them, once, to every vec header
-that uses one of the words. Spec upstream-spec §2.3 (windows arm64 patch)."""
+that uses one of the words. See docs/upstream.md#libtorch-windows-arm64."""
 from __future__ import annotations
 
 import re

@@ -2,7 +2,7 @@
 its PUBLIC include of `${CMAKE_CURRENT_BINARY_DIR}` is a build-tree path the installed export
 rejects ("INTERFACE_INCLUDE_DIRECTORIES property contains path ..."). Wrap it in
 `$<BUILD_INTERFACE:...>`; the build itself is unchanged. Fixed upstream by
-microsoft/onnxruntime PR #27960. Spec upstream-spec §6.5 item 4."""
+microsoft/onnxruntime PR #27960. See docs/upstream.md#fix-coreml-build-interface."""
 from __future__ import annotations
 
 import re

@@ -1,7 +1,7 @@
 """ONNX Runtime static builds with --use_coreml: `coreml_proto` is installed without
 `EXPORT ${PROJECT_NAME}Targets`, yet the exported CoreML provider and `onnxruntime` depend on
 it, so CMake's generate step aborts ("requires target coreml_proto that is not in any export
-set"). Fixed upstream by microsoft/onnxruntime PR #27960. Spec upstream-spec §6.5 item 3."""
+set"). Fixed upstream by microsoft/onnxruntime PR #27960. See docs/upstream.md#fix-coreml-export."""
 from __future__ import annotations
 
 import re

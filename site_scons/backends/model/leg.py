@@ -72,7 +72,7 @@ def leg_id(engine: str, platform: str, flavor: str, kind: str, config: str) -> s
 
 
 def archive_stem(libname: str, version: str, platform: str, flavor: str, kind: str, config: str) -> str:
-    """Upstream's archive name without extension (spec §5.1), the one naming function.
+    """Upstream's archive name without extension (docs/upstream.md#archive-names), the one naming function.
 
     `<libname>-<version>-<OS>[-<arch>][-gpu|-cuda]-<kind>[-debug]`, e.g.
     `onnxruntime-1.26.0-macOS-arm64-gpu-static`, `onnxruntime-1.26.0-iOS-gpu-xcframework`.

@@ -1,4 +1,4 @@
-"""Probe: can the ambient glslc compile ExecuTorch's int8 Vulkan shaders? (spec §6.5 item 5)
+"""Probe: can the ambient glslc compile ExecuTorch's int8 Vulkan shaders? (docs/upstream.md#fix-glslc)
 
     python -m backends.probes.glslc [--glslc PATH] [--install]
 

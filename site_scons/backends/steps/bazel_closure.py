@@ -1,4 +1,4 @@
-"""The static-library closure of a Bazel target, for merging into one archive (spec §2.5).
+"""The static-library closure of a Bazel target, for merging into one archive (docs/upstream.md#litert-closure).
 
     python -m backends.steps.bazel_closure labels --query Q --out FILE \\
         --bazel EXE --output-base DIR -- <build flags...>

@@ -1,6 +1,6 @@
-"""Static bundling: merge a leg's own static libraries into one archive (DESIGN §4).
+"""Static bundling: merge a leg's own static libraries into one archive (docs/upstream.md#static-bundle).
 
-Tools per object format (anchors §C.12), chosen because each keeps members whose
+Tools per object format (docs/decisions.md), chosen because each keeps members whose
 names collide across inputs (extract-and-rearchive loses them):
 
 - ELF:    GNU `ar -M` MRI script (CREATE/ADDLIB/SAVE/END) + `ranlib`; `llvm-ar -M`
@@ -423,7 +423,7 @@ def nm_symbol_table(path: Path, arch: str = "") -> tuple[set[str], set[str]]:
 #   python -m backends.steps.bundle --check-self-contained ARCHIVE --prefixes P1|P2|...
 #
 # --from-tree is upstream's bundle-static.sh strategy (every archive under the build tree,
-# spec §3) for the recipes that plan it; --from-list merges a list the build wrote (the
+# docs/upstream.md#static-bundle) for the recipes that plan it; --from-list merges a list the build wrote (the
 # Bazel closure, backends.steps.bazel_closure).
 
 DEFAULT_TREE_EXCLUDE = r"(/testdata/|-src/)"

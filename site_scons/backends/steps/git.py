@@ -9,7 +9,7 @@ from pathlib import Path
 from ..run import limited_env, run
 
 _SHA = re.compile(r"[0-9a-f]{40}")
-# PyTorch's and ExecuTorch's test paths exceed Windows' MAX_PATH (spec §2.3, §2.4).
+# PyTorch's and ExecuTorch's test paths exceed Windows' MAX_PATH (docs/upstream.md#libtorch-build, #executorch-build).
 _CONFIG = ("-c", "core.longpaths=true")
 
 

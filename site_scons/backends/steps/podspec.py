@@ -1,4 +1,4 @@
-"""Repackaging prebuilt xcframeworks named by a CocoaPods podspec (spec §2.1, TFLite iOS).
+"""Repackaging prebuilt xcframeworks named by a CocoaPods podspec (docs/upstream.md#tflite-ios).
 
     python -m backends.steps.podspec PODSPEC_JSON --field source.http \\
         --pins engines/tflite/engine.toml --xcframeworks TensorFlowLiteC [NAME...] --out DIR

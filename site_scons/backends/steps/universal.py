@@ -1,4 +1,4 @@
-"""macOS universal binaries: lipo two single-arch packages into one (DESIGN §4).
+"""macOS universal binaries: lipo two single-arch packages into one (docs/upstream.md#universal).
 
 `macho_archs` reads Mach-O headers itself rather than asking lipo: llvm-lipo 14
 (Debian 12) crashes on `-archs`/`-info` of a thin static archive.
