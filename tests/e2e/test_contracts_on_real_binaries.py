@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from backends import toolchain
+
 import inputs
 from backends.model.matrix import load_matrix
 from backends.model.plan import Contract
@@ -66,10 +68,17 @@ def problems_naming(problems: list[str], *words: str) -> list[str]:
 # --- ONNX Runtime ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def ort_coreml_dylib(e2e_cache) -> bytes:
+def ort_coreml_dylib(e2e_cache, tmp_path_factory) -> bytes:
+    """PyPI's macOS arm64 library with the install-name fixup the shared legs' stage runs."""
     wheel = inputs.platform_wheel("onnxruntime==1.26.0", "macosx_14_0_arm64", "onnxruntime-1.26.0-*macosx*.whl",
                                   e2e_cache)
-    return members_of(wheel, {"onnxruntime/capi/libonnxruntime.1.26.0.dylib": "lib"})["lib"]
+    dylib = tmp_path_factory.mktemp("coreml") / "libonnxruntime.dylib"
+    dylib.write_bytes(members_of(wheel, {"onnxruntime/capi/libonnxruntime.1.26.0.dylib": "lib"})["lib"])
+    tool = toolchain.find_tool("llvm-install-name-tool")
+    if tool is None:
+        pytest.skip("llvm-install-name-tool is not installed (apt-get install llvm)")
+    subprocess.run([tool, "-id", "@rpath/libonnxruntime.dylib", str(dylib)], check=True)
+    return dylib.read_bytes()
 
 
 def test_ort_coreml_library_passes_as_gpu_and_fails_as_cpu(tmp_path, ort_coreml_dylib):
@@ -127,7 +136,7 @@ def test_ort_cpu_dll_fails_as_gpu_and_states_its_version(tmp_path, ort_windows):
 
 @pytest.mark.slow
 def test_ort_cuda_libraries_fail_as_cpu(tmp_path, e2e_cache):
-    prefix = inputs.tgz_prefix(inputs.ort_linux_x64_cuda_release(e2e_cache),
+    prefix = inputs.release_prefix(inputs.ort_linux_x64_cuda_release(e2e_cache),
                                e2e_cache / "prefixes" / "onnxruntime-linux-x64-gpu_cuda13")
     libs = {f"lib/{name}": prefix / "lib" / name for name in
             ("libonnxruntime.so.1.26.0", "libonnxruntime_providers_shared.so", "libonnxruntime_providers_cuda.so")}
@@ -146,7 +155,7 @@ def test_ort_cuda_libraries_fail_as_cpu(tmp_path, e2e_cache):
 
 def test_ort_release_library_of_another_version_fails(tmp_path, e2e_cache):
     """`version=1.27.0` with the 1.26.0 tarball: the real library states 1.26.0 twice."""
-    prefix = inputs.tgz_prefix(inputs.ort_linux_x64_release(e2e_cache), e2e_cache / "prefixes" / "onnxruntime-linux-x64")
+    prefix = inputs.release_prefix(inputs.ort_linux_x64_release(e2e_cache), e2e_cache / "prefixes" / "onnxruntime-linux-x64")
     library = prefix / "lib" / "libonnxruntime.so.1.26.0"
     archive = zip_members(tmp_path / "pkg.zip", {**ORT_HEADERS, "lib/libonnxruntime.so.1.26.0": library},
                           {"lib/libonnxruntime.so": "libonnxruntime.so.1.26.0"})

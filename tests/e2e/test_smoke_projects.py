@@ -200,7 +200,7 @@ def test_onnxruntime_cuda_package_passes(cache: Path, tmp_path: Path) -> None:
 def test_onnxruntime_cpu_flavor_rejects_a_cuda_library_without_its_provider(cache: Path, tmp_path: Path) -> None:
     """The provider file removed, the CUDA build of the core library kept: the library
     itself still lists CUDAExecutionProvider."""
-    prefix = inputs.tgz_prefix(inputs.ort_linux_x64_cuda_release(cache),
+    prefix = inputs.release_prefix(inputs.ort_linux_x64_cuda_release(cache),
                                cache / "prefixes" / "onnxruntime-linux-x64-gpu_cuda13")
     copy = tmp_path / "prefix"
     shutil.copytree(prefix, copy, symlinks=True, ignore=shutil.ignore_patterns(
