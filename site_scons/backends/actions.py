@@ -25,7 +25,9 @@ from SCons.Errors import BuildError
 from SCons.Node.Python import Value
 
 from . import sign
+from .binary_cache import CacheError, Store, warn
 from .frontend import Settings
+from .legkey import LegKey
 from .host import Host
 from .model.engine import Engine
 from .model.matrix import Matrix
@@ -58,6 +60,8 @@ from .steps.universal import UniversalError
 from .summary import Summary
 from .toolchain import ToolMissing
 
+# Steps that run after a leg's archive is published (they take it as it is).
+AFTER_PUBLISH = frozenset({"store"})
 # Fault injection for the crash tests: `kill-after:<step>[:<leg>]` SIGKILLs the run right
 # after that step's record is written, as a power cut or `kill -9` would.
 FAULT_VARIABLE = "ANIRA_FAULT"
@@ -87,6 +91,8 @@ class LegNodes:
     archive: Path | None = None  # in the leg's build dir
     published: Path | None = None  # in dist/
     nodes: dict[str, Any] = field(default_factory=dict)  # step name -> its SCons target node
+    key: LegKey | None = None  # with binary_cache=: what a cache files the archive under
+    restored_from: str = ""  # the binary cache the leg is restored from, "" when built
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class RunContext:
     summary: Summary
     legs: dict[str, LegNodes] = field(default_factory=dict)
     steps: dict[str, Step] = field(default_factory=dict)  # record path -> step
+    stores: list[Store] = field(default_factory=list)  # the binary caches, in lookup order
 
     @property
     def build_root(self) -> Path:
@@ -147,8 +154,8 @@ def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
     inputs = inputs_of(target[0])
     started = time.monotonic()
     try:
-        for leg in step.legs:  # a step that reruns means their archives no longer match their inputs
-            _withdraw(run, leg)
+        for leg in step.legs if step.name not in AFTER_PUBLISH else ():
+            _withdraw(run, leg)  # a step that reruns means their archives no longer match their inputs
         result = step.work()
         outputs = [Path(t.abspath) for t in target if t.abspath != record] + list(result.outputs)
         run.records.write(Path(record), result.body, inputs, outputs)
@@ -483,13 +490,60 @@ def smoke(leg_id: str) -> StepResult:
 
 
 def publish(leg_id: str) -> StepResult:
-    """Copy the verified archive and its sidecars into dist/, the archive last; see publish.py."""
+    """Copy the verified archive and its sidecars into dist/, the archive last; see publish.py.
+    The manifest names the leg key (and, for a restored leg, the binary cache it came from)."""
     run = _run()
     nodes = run.legs[leg_id]
     assert nodes.archive is not None and nodes.published is not None
-    published = publish_step.publish(nodes.archive, nodes.published, run.dist / ".stale")
+    fields = {"leg_key": nodes.key.digest} if nodes.key and nodes.key.digest else {}
+    published = publish_step.publish(nodes.archive, nodes.published, run.dist / ".stale", fields)
     run.summary.published(leg_id, nodes.published, published.files)
     print(f"[publish] dist/{nodes.published.name}: {published.size / 1e6:.1f} MB, {published.files} files",
           flush=True)
     return StepResult({"leg": leg_id, "archive": nodes.published.name, "sha256": published.sha256},
                       outputs=publish_step.published_files(nodes.published))
+
+
+# -- the binary cache ---------------------------------------------------------------------------
+
+def restore(leg_id: str, entry: Path, store: str) -> StepResult:
+    """Take a binary cache entry (checked when the graph was declared: sidecars, key,
+    contract) as the leg's archive: no fetch, build or smoke. Its manifest keeps the
+    original build's provenance and says where it came from."""
+    run = _run()
+    nodes = run.legs[leg_id]
+    assert nodes.archive is not None and nodes.key is not None
+    archive = nodes.archive
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    for name in publish_step.SIDECARS[::-1] + ("",):
+        source, target = entry / (archive.name + name), archive.with_name(archive.name + name)
+        if name == ".json":
+            manifest = _read(source)
+            manifest["restored"] = {"from binary cache": store, "key": nodes.key.digest}
+            write_json(target, manifest)
+        else:
+            target.unlink(missing_ok=True)
+            publish_step.link_or_copy(source, target)
+    verified = verify_step.verify(archive, nodes.plan.contract, nodes.engine.version, str(run.build_root))
+    run.summary.restored(leg_id, store, nodes.key.short)
+    print(f"[restore] {leg_id}: restored from the binary cache {store} (key {nodes.key.short}), "
+          "verified against its contract", flush=True)
+    return StepResult({"key": nodes.key.digest, "store": store, **verified})
+
+
+def store(leg_id: str) -> StepResult:
+    """Put the published archive and its sidecars into every binary cache under the leg's key.
+    A cache that cannot take it is said so, never a failure of the leg."""
+    run = _run()
+    nodes = run.legs[leg_id]
+    assert nodes.published is not None and nodes.key is not None
+    stored, not_stored = [], []
+    for cache in run.stores:
+        try:
+            cache.put(nodes.key.digest, publish_step.published_files(nodes.published))
+            stored.append(cache.location)
+        except CacheError as error:
+            not_stored.append(f"{cache.location}: {error}")
+            warn(f"{leg_id} not stored: {error}")
+    run.summary.stored(leg_id, stored)
+    return StepResult({"key": nodes.key.digest, "stored": stored, "not stored": not_stored})

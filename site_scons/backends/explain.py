@@ -3,22 +3,28 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from .ci import LAUNCHER_VARIABLES, compiler_launcher, probes
 from .host import Host
+from .legkey import LegKey, leg_keys
+from .model.matrix import Matrix
 from .model.leg import Leg
 from .model.plan import Bundle, Command, Plan
 from .run import DEFAULT_ALLOW, POLICY_FLOOR_KEY, POLICY_FLOOR_VALUE
 from .steps.upstream import SETTINGS_PREFIX, SITE_SCONS
 from .steps.verify import summary
 
+if TYPE_CHECKING:
+    from .frontend import Invocation
+
 
 def _yes_no(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def list_rows(plans: Sequence[Plan], host: Host) -> list[dict[str, str]]:
+def list_rows(plans: Sequence[Plan], host: Host, keys: Mapping[str, LegKey] | None = None) -> list[dict[str, str]]:
     rows = []
     for plan in plans:
         leg = plan.leg
@@ -31,6 +37,7 @@ def list_rows(plans: Sequence[Plan], host: Host) -> list[dict[str, str]]:
             "runner": leg.runner,
             "builds here": _yes_no(host.can_build(leg)),
             "runs here": run_mode if run_mode else ("no" if leg.can_run else "never"),
+            **({"key": keys[leg.id].short} if keys else {}),
         })
     return rows
 
@@ -59,7 +66,7 @@ def choose_text(plans: Sequence[Plan], host: Host) -> str:
     return "\n".join(lines)
 
 
-def ci_entry(plan: Plan) -> dict[str, object]:
+def ci_entry(plan: Plan, key: LegKey | None = None) -> dict[str, object]:
     leg = plan.leg
     return {
         "id": leg.id,
@@ -78,11 +85,31 @@ def ci_entry(plan: Plan) -> dict[str, object]:
         "publish": leg.publish,
         "needs": list(leg.inputs),
         "archive": plan.archive,
+        "key": key.digest if key else "",
     }
 
 
-def ci_matrix(plans: Iterable[Plan]) -> str:
-    return json.dumps({"include": [ci_entry(p) for p in plans]}, indent=None, separators=(",", ":"))
+def ci_matrix(plans: Iterable[Plan], keys: Mapping[str, LegKey] | None = None) -> str:
+    return json.dumps({"include": [ci_entry(p, (keys or {}).get(p.leg.id)) for p in plans]}, indent=None,
+                      separators=(",", ":"))
+
+
+def explain(invocation: Invocation, matrix: Matrix, root: Path, host: Host) -> str | None:
+    """What a mode other than building prints (None: build)."""
+    plans, settings = invocation.plans, invocation.settings
+    if invocation.mode == "plan":
+        return "\n\n".join(render_plan(plan) for plan in plans)
+    if invocation.mode == "choose":
+        return choose_text(plans, host)
+    if invocation.mode not in ("list", "ci-matrix", "key"):
+        return None
+    keys = leg_keys(list(plans), matrix, root, version=settings.version, fmt=settings.format,
+                    origins=settings.origins)
+    if invocation.mode == "list":
+        return format_table(list_rows(plans, host, keys))
+    if invocation.mode == "ci-matrix":
+        return ci_matrix(plans, keys)
+    return "\n".join(keys[plan.leg.id].describe() for plan in plans)
 
 
 def _command_text(command: Command) -> list[str]:

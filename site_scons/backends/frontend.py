@@ -40,11 +40,13 @@ class Settings:
     heavy_jobs: int
     version: str
     origins: Mapping[str, str]
+    binary_caches: tuple[str, ...] = ()
+    binary_cache_write: bool = True
 
 
 @dataclass(frozen=True)
 class Invocation:
-    mode: str  # build | choose (bare `scons`) | list | ci-matrix | plan | gc
+    mode: str  # build | choose (bare `scons`) | list | ci-matrix | plan | key | gc
     plans: tuple[Plan, ...]
     settings: Settings
 
@@ -88,6 +90,18 @@ def _mirrors(text: str) -> tuple[str, ...]:
     return mirrors
 
 
+def _binary_caches(text: str) -> tuple[str, ...]:
+    caches = tuple(c.strip() for c in text.split(",") if c.strip())
+    for cache in caches:
+        if cache.startswith("github:"):
+            repo, _, tag = cache[len("github:"):].partition("@")
+            if repo.count("/") != 1 or not tag:
+                raise SelectionError(f"binary_cache={cache}: write github:<owner>/<repo>@<release tag>")
+        elif not _is_url(cache) and Path(cache).exists() and not Path(cache).is_dir():
+            raise SelectionError(f"binary_cache={cache} is not a directory")
+    return caches
+
+
 def _settings(arguments: Mapping[str, str], root: Path) -> Settings:
     def value(name: str) -> str:
         return arguments.get(name, option(name).default)
@@ -108,6 +122,8 @@ def _settings(arguments: Mapping[str, str], root: Path) -> Settings:
         heavy_jobs=int(value("heavy_jobs")),
         version=value("version"),
         origins=parse_origins(value("origin")),
+        binary_caches=_binary_caches(value("binary_cache")),
+        binary_cache_write=parse_bool("binary_cache_write", value("binary_cache_write")),
     )
 
 
@@ -154,7 +170,7 @@ def _split_targets(targets: Sequence[str], matrix: Matrix) -> tuple[list[str], l
 
 
 def _mode(commands: Sequence[str], arguments: Mapping[str, str]) -> str:
-    flags = [name for name in ("plan", "gc") if parse_bool(name, arguments.get(name, "0"))]
+    flags = [name for name in ("plan", "key", "gc") if parse_bool(name, arguments.get(name, "0"))]
     chosen = list(commands) + [f"{name}=1" for name in flags]
     if len(chosen) > 1:
         raise SelectionError(f"choose one of {', '.join(chosen)}")

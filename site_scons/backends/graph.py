@@ -10,10 +10,8 @@ one, with SConstruct and the SConscript, that imports SCons.
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import os
+import shutil
 import sys
 from functools import partial
 from pathlib import Path
@@ -23,47 +21,34 @@ import SCons.Script as scons
 
 from . import actions
 from .actions import LegNodes, RunContext, Step, StepResult, leaf
+from .binary_cache import CacheError, check_entry, warn
+from .canonical import canonical, digest, plain
 from .frontend import Invocation, Settings
 from .host import Host
 from .model.engine import Engine
 from .model.leg import Leg
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
+from .legkey import LegKey, leg_keys
 from .model.recipes import leg_engine, plan_leg
-from .records import Records
+from .records import Records, read_record
 from .run import passed_environment
 from .sign import applies_to as sign_applies
+from .steps import STEP_VERSION
+from .steps import publish as publish_step
 from .steps import source as source_step
 from .steps import upstream as upstream_step
 from .steps.context import LegDirs
 from .toolchain import identity
 
-# Bump when a step's implementation changes what it produces, so outputs are rebuilt.
-STEP_VERSION = 2
 # SCons' index of the decider that asks the environment (`env.Decider`) about a source.
 DECIDE_SOURCE = 4
 SMOKE_TOOLS = {"qemu": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64"),
                "wine": ("x86_64-w64-mingw32-gcc", "x86_64-w64-mingw32-g++", "wine64", "wine")}
 
 
-def canonical(obj: object) -> str:
-    return json.dumps(_plain(obj), sort_keys=True, separators=(",", ":"))
-
-
-def _plain(obj: object) -> object:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
 def short_hash(*parts: object) -> str:
-    return hashlib.sha256(canonical(parts).encode()).hexdigest()[:16]
+    return digest(parts)[:16]
 
 
 class GraphError(ValueError):
@@ -85,6 +70,7 @@ class Graph:
         self._action = env.Action(actions.dispatch, strfunction=actions.describe)
         # Downloads, extractions and patched trees are shared by the legs that use them.
         self._shared: dict[Path, Any] = {}
+        self._keys: dict[str, LegKey] = {}
 
     @property
     def legs(self) -> dict[str, LegNodes]:
@@ -187,8 +173,11 @@ class Graph:
             return self.legs[leg.id]
         engine = self._engine(leg)
         plan = plan_leg(leg, engine, self.matrix)
+        key = self._key(plan) if self.run.stores else None
+        if key is not None and key.digest and (restored := self._restored(plan, engine, key)) is not None:
+            return restored
         if leg.aggregate:
-            return self._add_aggregate(leg, plan, engine)
+            return self._add_aggregate(leg, plan, engine, key)
         inputs: list[Any] = []
         extracts: dict[str, Path] = {}
         downloads: dict[str, Path] = {}
@@ -215,7 +204,7 @@ class Graph:
                 node, source_manifest = self.source_tree(plan, engine, *main_tree)
                 inputs.append(node)
         dirs = self._leg_dirs(leg, extracts, downloads, sources)
-        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs, source_manifest=source_manifest)
+        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs, source_manifest=source_manifest, key=key)
         self.legs[leg.id] = nodes
         steps_dir = dirs.logs.parent / "steps"
         previous = inputs
@@ -243,9 +232,9 @@ class Graph:
                 "tools": upstream_step.toolchain_identity(plan, self.run.environ),
                 "python": f"{sys.executable} {sys.version.split()[0]}"}
 
-    def _add_aggregate(self, leg: Leg, plan: Plan, engine: Engine) -> LegNodes:
+    def _add_aggregate(self, leg: Leg, plan: Plan, engine: Engine, key: LegKey | None) -> LegNodes:
         dirs = self._leg_dirs(leg, {}, {}, {})  # src/ receives the unpacked input archives
-        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs)
+        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs, key=key)
         self.legs[leg.id] = nodes
         input_nodes, input_archives = [], []
         for input_id in leg.inputs:
@@ -296,13 +285,75 @@ class Graph:
             smoke_sources += [self.env.File(str(p)) for p in files]
         smoke = self._step([steps_dir / "smoke.json"], [archive[-1], *smoke_sources], "smoke", leg.id, name,
                            partial(actions.smoke, leg.id), self._smoke_settings(plan))
-        published = nodes.published
-        publish = self._step([published, published.with_name(name + ".sha256"), published.with_name(name + ".json"),
-                              steps_dir / "publish.json"],
-                             [archive[-1], verify[0], smoke[0]], "publish", leg.id, f"dist/{name}",
-                             partial(actions.publish, leg.id), {"dist": str(self.dist)})
-        nodes.nodes.update(archive=archive[-1], verify=verify[0], smoke=smoke[0], publish=publish[-1])
-        self.env.Alias(leg.id, publish)
+        nodes.nodes.update(archive=archive[-1], verify=verify[0], smoke=smoke[0])
+        self._publish(nodes, [archive[-1], verify[0], smoke[0]])
+
+    def _publish(self, nodes: LegNodes, sources: list[Any]) -> None:
+        """publish into dist/, then (a built leg with a key) store into the binary caches."""
+        leg, published = nodes.plan.leg, nodes.published
+        assert published is not None
+        steps_dir = nodes.dirs.logs.parent / "steps"
+        key = nodes.key.digest if nodes.key else ""
+        publish = self._step([*publish_step.published_files(published)[::-1], steps_dir / "publish.json"], sources,
+                             "publish", leg.id, f"dist/{published.name}", partial(actions.publish, leg.id),
+                             {"dist": str(self.dist), "leg_key": key})
+        nodes.nodes["publish"] = publish[-1]
+        targets = [publish]
+        if key and not nodes.restored_from and self.settings.binary_cache_write:
+            targets.append(self._step([steps_dir / "store.json"], [publish[-1]], "store", leg.id,
+                                      f"{published.name} as {nodes.key.short}", partial(actions.store, leg.id),
+                                      {"key": key, "stores": self.settings.binary_caches}))
+        self.env.Alias(leg.id, targets)
+
+    # -- the binary cache ------------------------------------------------------------------------
+    def _key(self, plan: Plan) -> LegKey:
+        if plan.leg.id not in self._keys:
+            self._keys.update(leg_keys([plan], self.matrix, self.root, version=self.settings.version,
+                                       fmt=self.settings.format, origins=self.settings.origins,
+                                       hash_file=self.run.records.digests.digest))
+            key = self._keys[plan.leg.id]
+            if not key.digest:
+                warn(f"{plan.leg.id} has no key, so it is built: {key.uncacheable}")
+        return self._keys[plan.leg.id]
+
+    def _restored(self, plan: Plan, engine: Engine, key: LegKey) -> LegNodes | None:
+        """The leg declared as restore -> publish when a binary cache holds a trusted entry
+        for its key (looked up now: the key is known before anything is built)."""
+        leg = plan.leg
+        dirs = self._leg_dirs(leg, {}, {}, {})
+        name = published_name(plan, self.settings.format)
+        entry = self.build_root / "binary-cache" / key.digest
+        previous = read_record(dirs.logs.parent / "steps" / "restore.json") or {}
+        store = previous.get("store") if previous.get("key") == key.digest and (entry / name).is_file() else None
+        store = store or self._lookup(plan, engine, key, name, entry)
+        if store is None:
+            return None
+        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs, key=key, restored_from=store)
+        nodes.archive, nodes.published = dirs.logs.parent / "archive" / name, self.dist / name
+        self.legs[leg.id] = nodes
+        restore = self._step([*publish_step.published_files(nodes.archive)[::-1],
+                              dirs.logs.parent / "steps" / "restore.json"], [], "restore", leg.id,
+                             f"{name} from {store}", partial(actions.restore, leg.id, entry, store),
+                             {"key": key.digest, "contract": plan.contract})
+        nodes.nodes.update(archive=restore[-1])
+        self._publish(nodes, [restore[-1]])
+        return nodes
+
+    def _lookup(self, plan: Plan, engine: Engine, key: LegKey, name: str, entry: Path) -> str | None:
+        for store in self.run.stores:
+            try:
+                if not store.fetch(key.digest, name, entry):
+                    continue
+            except CacheError as error:
+                warn(str(error))
+                continue
+            problems = check_entry(entry, name, key.digest, plan.contract, engine.version, str(self.build_root))
+            if not problems:
+                return store.location
+            warn(f"{store.location}: the entry {key.short} of {plan.leg.id} is not trusted, the leg is rebuilt:\n  - "
+                 + "\n  - ".join(problems))
+            shutil.rmtree(entry, ignore_errors=True)
+        return None
 
     def _smoke_settings(self, plan: Plan) -> dict[str, object]:
         """The consumer build's settings: the project, how it runs here, and the environment
@@ -331,8 +382,8 @@ def _engine_record(engine: Engine) -> dict[str, object]:
 
 
 def _as_dict(payload: object) -> dict[str, object]:
-    plain = _plain(payload)
-    return plain if isinstance(plain, dict) else {"value": plain}
+    plain_payload = plain(payload)
+    return plain_payload if isinstance(plain_payload, dict) else {"value": plain_payload}
 
 
 def decide(dependency: Any, target: Any, prev_ni: Any, repo_node: Any = None) -> bool:

@@ -101,6 +101,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("wait", "when another run holds this tree's build/: wait for it (1) or refuse at once (0)", "1",
            boolean=True),
     Option("verbose", "print full command lines and stream upstream build output", "0", boolean=True),
+    Option("binary_cache", "binary caches of verified archives, looked up by leg key before building and "
+           "written after a build: directories, http(s):// prefixes (GET/HEAD/PUT), github:<owner>/<repo>@<tag>; "
+           "comma-separated", "", check=_comma_list),
+    Option("binary_cache_write", "store what this run builds into the binary caches (0: only read them, as "
+           "pull requests do)", "1", boolean=True),
+    Option("key", "print each selected leg's key and the parts it hashes, instead of building", "0", boolean=True),
     Option("gc", "remove build trees, source trees and cache entries no leg references any more "
            "(with a size report) instead of building", "0", boolean=True),
     Option("plan", "print each selected leg's steps and exact commands instead of building", "0", boolean=True),

@@ -213,6 +213,12 @@ class GitHub:
         return self._send("POST", f"{self.api}/repos/{self.repo}/releases", expect=(201,),
                           json={"tag_name": tag, "name": tag, "body": body, "draft": True}).json()
 
+    def create_prerelease(self, tag: str, body: str) -> dict[str, Any]:
+        """A published pre-release (the binary cache's store: never a draft, which only
+        the token's owner could read)."""
+        return self._send("POST", f"{self.api}/repos/{self.repo}/releases", expect=(201,),
+                          json={"tag_name": tag, "name": tag, "body": body, "prerelease": True}).json()
+
     def update(self, release: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
         return self._send("PATCH", f"{self.api}/repos/{self.repo}/releases/{release['id']}", json=fields).json()
 
@@ -222,9 +228,19 @@ class GitHub:
     def delete_asset(self, asset: Mapping[str, Any]) -> None:
         self._send("DELETE", f"{self.api}/repos/{self.repo}/releases/assets/{asset['id']}", expect=(204,))
 
-    def upload(self, release: Mapping[str, Any], asset: Asset) -> dict[str, Any]:
+    def download(self, asset: Mapping[str, Any], target: Path) -> None:
+        """An asset's bytes into `target` (through a temp beside it)."""
+        url = f"{self.api}/repos/{self.repo}/releases/assets/{asset['id']}"
+        response = self._send("GET", url, headers={"Accept": "application/octet-stream"}, stream=True)
+        temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        with response, open(temp, "wb") as out:
+            for chunk in response.iter_content(1 << 20):
+                out.write(chunk)
+        os.replace(temp, target)
+
+    def upload(self, release: Mapping[str, Any], asset: Asset, name: str = "") -> dict[str, Any]:
         url = str(release["upload_url"]).split("{", 1)[0]
-        return self._send("POST", url, expect=(201,), upload=asset.path, params={"name": asset.name},
+        return self._send("POST", url, expect=(201,), upload=asset.path, params={"name": name or asset.name},
                           headers={"Content-Type": "application/octet-stream",
                                    "Content-Length": str(asset.size)}).json()
 

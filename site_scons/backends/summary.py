@@ -3,7 +3,8 @@
 Steps report into one `Summary` while SCons runs them; `render` turns it into the lines
 printed when the run ends (also after a failure), one per leg:
 
-    published   <leg>  dist/<archive> (<size>, <n> files)
+    published   <leg>  dist/<archive> (<size>, <n> files)[; stored in <binary caches>]
+    restored    <leg>  dist/<archive> (...) from <binary cache> (key <short key>)
     up to date  <leg>  dist/<archive>
     failed      <leg>  <step> failed; log: <path>
     withdrawn   <leg>  dist/<archive> moved to dist/.stale/ (its rebuild did not finish)
@@ -23,6 +24,8 @@ class _Leg:
     published: str = ""
     withdrawn: list[str] = field(default_factory=list)
     smoke_not_run: str = ""
+    restored: str = ""  # the binary cache and the key it came from
+    stored: list[str] = field(default_factory=list)
 
 
 class Summary:
@@ -46,6 +49,14 @@ class Summary:
         size = archive.stat().st_size
         with self._lock:
             self._leg(leg_id).published = f"dist/{archive.name} ({size / 1e6:.1f} MB, {files} files)"
+
+    def restored(self, leg_id: str, store: str, key: str) -> None:
+        with self._lock:
+            self._leg(leg_id).restored = f"from {store} (key {key})"
+
+    def stored(self, leg_id: str, stores: list[str]) -> None:
+        with self._lock:
+            self._leg(leg_id).stored = list(stores)
 
     def withdrawn(self, leg_id: str, names: list[str]) -> None:
         with self._lock:
@@ -78,8 +89,11 @@ class Summary:
                     lines.append((2, f"  withdrawn   {name}  dist/{archive.name} moved to dist/.stale/ "
                                      "(its rebuild did not finish)"))
                 continue
-            if state.published:
-                lines.append((0, f"  published   {name}  {state.published}"))
+            if state.published and state.restored:
+                lines.append((0, f"  restored    {name}  {state.published} {state.restored}"))
+            elif state.published:
+                stored = f"; stored in {', '.join(state.stored)}" if state.stored else ""
+                lines.append((0, f"  published   {name}  {state.published}{stored}"))
             elif archive.is_file():
                 lines.append((0, f"  up to date  {name}  dist/{archive.name}"))
             else:

@@ -52,7 +52,8 @@ FIXBIN_VERSION = "2.0.1"
 FIXED_MTIME = 1577836800  # 2020-01-01: generated upstream archives are byte-stable
 
 # Every step of the graph prints its action line as "[<step>] ..." (graph.Graph._command).
-STEP_NAMES = ("fetch", "extract", "patch", "build", "stage", "merge", "archive", "verify", "smoke", "publish")
+STEP_NAMES = ("fetch", "extract", "patch", "build", "stage", "merge", "archive", "verify", "smoke", "publish",
+              "restore", "store")
 
 
 # --------------------------------------------------------------------------- HTTP server
@@ -792,7 +793,7 @@ def step_lines(stdout: str) -> list[str]:
         if not match:
             continue
         step, rest = match.groups()
-        if (step == "patch" and rest.startswith("patch ")) or (step == "publish" and ": " in rest) \
+        if (step == "patch" and rest.startswith("patch ")) or (step in ("publish", "restore") and ": " in rest) \
                 or _DONE.search(rest):
             continue
         lines.append(line)

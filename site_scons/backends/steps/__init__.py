@@ -1,0 +1,5 @@
+"""The steps of a leg, one module each (see backends/graph.py for how they are wired)."""
+
+# Bump when a step's implementation changes what it produces: every step reruns, and every
+# leg key (backends/legkey.py) changes, so no binary cache entry of the old steps is reused.
+STEP_VERSION = 2

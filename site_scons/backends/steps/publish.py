@@ -20,8 +20,9 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
-from .files import sha256_file
+from .files import canonical_json, sha256_file
 
 SIDECARS = (".json", ".sha256")
 
@@ -57,13 +58,18 @@ def check_sidecars(archive: Path) -> Published:
     return Published(digest, size, len(manifest.get("files", ())))
 
 
-def publish(built: Path, dest: Path, stale_dir: Path) -> Published:
-    """Put `built` and its sidecars at `dest` (see the module docstring); a copy of the leg
+def publish(built: Path, dest: Path, stale_dir: Path, manifest_fields: Mapping[str, object] | None = None) -> Published:
+    """Put `built` and its sidecars at `dest` (see the module docstring), the manifest with
+    `manifest_fields` added (the leg key, a binary cache's provenance); a copy of the leg
     withdrawn into `stale_dir` earlier is dropped once the current one is in place."""
     published = check_sidecars(built)
     dest.parent.mkdir(parents=True, exist_ok=True)
     for source, target in zip(published_files(built), published_files(dest)):
-        _place(source, target)
+        if manifest_fields and target.name.endswith(".json"):
+            manifest = {**json.loads(source.read_text(encoding="utf-8")), **manifest_fields}
+            _place_text(canonical_json(manifest), target)
+        else:
+            _place(source, target)
     _fsync_dir(dest.parent)
     for stale in published_files(stale_dir / dest.name):
         stale.unlink(missing_ok=True)
@@ -72,16 +78,34 @@ def publish(built: Path, dest: Path, stale_dir: Path) -> Published:
     return published
 
 
+def link_or_copy(source: Path, target: Path) -> None:
+    """A hard link, or a copy on another filesystem (or where links are refused)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+        shutil.copymode(source, target)
+
+
 def _place(source: Path, target: Path) -> None:
     temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     temp.unlink(missing_ok=True)
     try:
-        try:
-            os.link(source, temp)
-        except OSError:  # another filesystem, or no hard links here: copy
-            shutil.copyfile(source, temp)
-            shutil.copymode(source, temp)
+        link_or_copy(source, temp)
         with open(temp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _place_text(text: str, target: Path) -> None:
+    temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, target)
     except BaseException:

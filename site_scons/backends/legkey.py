@@ -1,0 +1,149 @@
+"""Leg keys: one stable hash of everything that determines a leg's archive.
+
+A key is known without building anything, so a binary cache (binary_cache.py) can be asked
+for a leg's archive before its graph is declared. It covers, each as a named part:
+
+- `engine`    the engine and the version the leg builds;
+- `inputs`    every download with its pin (sha256 or git commit), or the sha256 of the file
+              an `origin=` stands in with;
+- `patches`   the content of every patch the leg applies;
+- `plan`      the plan: commands, flags, environment additions, copy rules, bundle, fixups,
+              contract (its notes and warnings aside: they change no byte);
+- `smoke`     the consumer project's files (and the shared smoke/*.cmake, the model);
+- `steps`     the step implementations' version (STEP_VERSION);
+- `runner`    the runner label (it stands for the toolchain the leg is built with);
+- `format`    the archive format;
+- `legs`      for an aggregate, the keys of its inputs.
+
+A leg with an unpinned input has no key (`uncacheable` says which input): its bytes could
+change under the same name. Nothing outside these parts (the README, another engine's recipe,
+another leg's row) changes a key.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Mapping
+
+from .canonical import canonical, digest
+from .model.engine import Engine
+from .model.leg import Leg
+from .model.matrix import Matrix
+from .model.plan import Download, Plan
+from .model.recipes import leg_engine, plan_leg
+from .steps import STEP_VERSION
+
+SHORT = 12
+
+
+@dataclass(frozen=True)
+class LegKey:
+    leg: str
+    digest: str  # "" when uncacheable
+    parts: Mapping[str, str] = field(default_factory=dict)  # part -> its hash (what the key is made of)
+    uncacheable: str = ""  # why the leg has no key
+
+    @property
+    def short(self) -> str:
+        return self.digest[:SHORT] if self.digest else "-"
+
+    def describe(self) -> str:
+        """`scons key=1`: the key and each part's hash, so "why did it change" has an answer."""
+        head = f"{self.leg}: " + (self.digest if self.digest else f"uncacheable: {self.uncacheable}")
+        return "\n".join([head, *(f"  {name:<8} {value}" for name, value in self.parts.items())])
+
+
+def _file_digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 20):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def _input(download: Download, origin: str, hash_file: Callable[[Path], str]) -> tuple[str, str]:
+    """(what pins the download, "" or why it is unpinned)."""
+    if origin:
+        path = Path(origin)
+        if path.is_file():
+            return f"{download.name} origin sha256:{hash_file(path)}", ""
+        if path.is_dir():
+            return "", f"{download.name} comes from the directory {origin}"
+        return "", f"{download.name} comes from {origin}, which has no pin"
+    if download.kind == "git":
+        return (f"{download.name} {download.url} commit:{download.commit}", "") if download.commit else \
+            ("", f"{download.name} ({download.url} at {download.ref}) has no commit pin")
+    return (f"{download.name} {download.url} sha256:{download.sha256}", "") if download.sha256 else \
+        ("", f"{download.filename} has no sha256 pin")
+
+
+def _smoke_files(plan: Plan, root: Path) -> list[Path]:
+    if plan.smoke is None:
+        return []
+    project = root / plan.smoke.project
+    files = [*sorted(project.rglob("*")), *sorted(project.parent.glob("*.cmake"))]
+    if plan.smoke.model:
+        files.append(root / plan.smoke.model_path)
+    return [path for path in dict.fromkeys(files) if path.is_file()]
+
+
+def _files_digest(paths: list[Path], root: Path, hash_file: Callable[[Path], str]) -> str:
+    return digest([(path.relative_to(root).as_posix(), hash_file(path)) for path in paths])
+
+
+def leg_key(plan: Plan, engine: Engine, root: Path, *, fmt: str = "zip", origins: Mapping[str, str] | None = None,
+            input_keys: Mapping[str, LegKey] | None = None,
+            hash_file: Callable[[Path], str] = _file_digest) -> LegKey:
+    """The key of `plan`'s leg; `origins` as the command line gives them (`""` for the main
+    download), `input_keys` the keys of an aggregate's input legs."""
+    leg = plan.leg
+    origins = origins or {}
+    pins, unpinned = [], []
+    for index, download in enumerate(plan.downloads):
+        origin = origins.get(download.name) or (origins.get("") if index == 0 else "")
+        pin, why = _input(download, origin or "", hash_file)
+        pins.append(pin)
+        if why:
+            unpinned.append(why)
+    for input_id in leg.inputs:
+        key = (input_keys or {}).get(input_id)
+        if key is None or not key.digest:
+            unpinned.append(f"its input {input_id} " + (f"is uncacheable ({key.uncacheable})" if key else "has no key"))
+    parts = {
+        "engine": f"{engine.name} {engine.version}",
+        "inputs": digest(pins),
+        "patches": digest([(p.file, _file_digest(engine.root / p.file)) for p in plan.patches]),
+        "plan": digest(canonical(replace(plan, notes=(), warnings=()))),
+        "smoke": _files_digest(_smoke_files(plan, root), root, hash_file),
+        "steps": str(STEP_VERSION),
+        "runner": leg.runner,
+        "format": fmt,
+    }
+    if leg.inputs:
+        parts["legs"] = digest([(i, (input_keys or {})[i].digest) for i in leg.inputs if i in (input_keys or {})])
+    if unpinned:
+        return LegKey(leg.id, "", parts, "; ".join(unpinned))
+    return LegKey(leg.id, digest(parts), parts)
+
+
+def leg_keys(plans: list[Plan], matrix: Matrix, root: Path, *, version: str = "", fmt: str = "zip",
+             origins: Mapping[str, str] | None = None,
+             hash_file: Callable[[Path], str] = _file_digest) -> dict[str, LegKey]:
+    """Keys of `plans`, and of the aggregates' inputs they need (planned here)."""
+    keys: dict[str, LegKey] = {}
+    plans_by_id = {plan.leg.id: plan for plan in plans}
+
+    def engine_of(leg: Leg) -> Engine:
+        return leg_engine(matrix, leg, version or None)
+
+    def key_of(leg_id: str) -> LegKey:
+        if leg_id not in keys:
+            leg = matrix.leg(leg_id)
+            plan = plans_by_id.get(leg_id) or plan_leg(leg, engine_of(leg), matrix)
+            inputs = {i: key_of(i) for i in leg.inputs}
+            keys[leg_id] = leg_key(plan, engine_of(leg), root, fmt=fmt, origins=origins if leg_id in plans_by_id
+                                   else None, input_keys=inputs, hash_file=hash_file)
+        return keys[leg_id]
+
+    return {plan.leg.id: key_of(plan.leg.id) for plan in plans}

@@ -1,0 +1,120 @@
+"""Leg keys: every class of input changes a leg's key; unrelated edits do not."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from backends import legkey
+from backends.legkey import leg_keys
+from backends.model import recipes
+from backends.model.matrix import load_matrix
+from backends.model.recipes import plan_all
+from backends.pins import record_pin
+from scratch import scratch_project
+
+PREBUILT = "onnxruntime-linux-x86_64-shared"
+UNIVERSAL = "onnxruntime-macos-universal-shared"
+PIN = "1" * 64
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy whose ORT data, smoke project and variants can be edited, with the prebuilt
+    leg's release pinned (the committed data pins nothing yet)."""
+    root = scratch_project(tmp_path / "p", copied=("engines", "smoke", "variants"))
+    record_pin(root / "engines/onnxruntime/engine.toml", "onnxruntime-linux-x64-1.26.0.tgz", PIN)
+    (root / "README.md").write_text("readme\n")
+    return root
+
+
+def keys(root: Path) -> dict[str, legkey.LegKey]:
+    recipes._load_recipe.cache_clear()  # a recipe edited since: as a fresh scons process reads it
+    matrix = load_matrix(root)
+    return leg_keys(plan_all(matrix), matrix, root)
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_pinned_leg_has_a_key_and_an_unpinned_one_says_why(project: Path) -> None:
+    found = keys(project)
+    assert len(found[PREBUILT].digest) == 64 and found[PREBUILT].uncacheable == ""
+    assert found[UNIVERSAL].digest == ""
+    assert "has no commit pin" in found[UNIVERSAL].uncacheable
+    assert "engine   onnxruntime 1.26.0" in found[PREBUILT].describe()
+
+
+@pytest.mark.parametrize("edit", ["pin", "version", "patch", "plan", "smoke", "steps", "runner"])
+def test_each_class_of_input_changes_the_key(project: Path, monkeypatch: pytest.MonkeyPatch, edit: str) -> None:
+    leg = PREBUILT if edit not in ("patch",) else "onnxruntime-macos-arm64-gpu-static"
+    before = keys(project)
+    ort = project / "engines/onnxruntime"
+    if edit == "pin":
+        _edit(ort / "engine.toml", PIN, "2" * 64)
+    elif edit == "version":
+        _edit(ort / "engine.toml", 'version = "1.26.0"', 'version = "1.27.0"')
+        record_pin(ort / "engine.toml", "onnxruntime-linux-x64-1.27.0.tgz", PIN)
+    elif edit == "patch":
+        patch = sorted((ort / "patches").glob("*.py"))[0]
+        patch.write_text(patch.read_text() + "\n# edited\n")
+    elif edit == "plan":
+        _edit(ort / "recipe.py", '"onnxruntime_ENABLE_LTO=OFF"', '"onnxruntime_ENABLE_LTO=OFF", "X=1"')
+        leg = "onnxruntime-linux-x86_64-static"
+    elif edit == "smoke":
+        (project / "smoke/onnxruntime/CMakeLists.txt").write_text(
+            (project / "smoke/onnxruntime/CMakeLists.txt").read_text() + "\n# edited\n")
+    elif edit == "steps":
+        monkeypatch.setattr(legkey, "STEP_VERSION", legkey.STEP_VERSION + 1)
+    else:
+        variants = project / "variants/onnxruntime.toml"
+        _edit(variants, 'params = { asset = "onnxruntime-linux-x64", ext = "tgz" }\n',
+              'params = { asset = "onnxruntime-linux-x64", ext = "tgz" }\nrunner = "ubuntu-24.04-arm"\n')
+        _edit(variants, 'source = "prebuilt"\nrunner = "ubuntu-24.04"\nparams = { asset = "onnxruntime-linux-x64"',
+              'source = "prebuilt"\nparams = { asset = "onnxruntime-linux-x64"')
+    after = keys(project)
+    assert before[leg].parts != after[leg].parts or before[leg].uncacheable != after[leg].uncacheable
+    if before[leg].digest and after[leg].digest:
+        assert before[leg].digest != after[leg].digest
+
+
+def test_an_aggregate_key_follows_its_inputs() -> None:
+    root = Path(__file__).resolve().parents[2]
+    matrix = load_matrix(root)
+    plans = {p.leg.id: p for p in plan_all(matrix)}
+    x86, arm = matrix.leg(UNIVERSAL).inputs
+    inputs = {i: legkey.LegKey(i, "a" * 64) for i in (x86, arm)}
+    engine = matrix.engines["onnxruntime"]
+    first = legkey.leg_key(plans[UNIVERSAL], engine, root, input_keys=inputs)
+    changed = legkey.leg_key(plans[UNIVERSAL], engine, root, input_keys={**inputs, arm: legkey.LegKey(arm, "b" * 64)})
+    assert first.digest and changed.digest and first.digest != changed.digest
+    missing = legkey.leg_key(plans[UNIVERSAL], engine, root, input_keys={**inputs, arm: legkey.LegKey(arm, "", {}, "x")})
+    assert missing.digest == "" and "is uncacheable (x)" in missing.uncacheable
+
+
+def test_unrelated_edits_leave_the_key_alone(project: Path) -> None:
+    before = keys(project)[PREBUILT]
+    (project / "README.md").write_text("another readme\n")
+    _edit(project / "engines/libtorch/recipe.py", "PACKAGE_DIRS = ", "UNUSED = 1\nPACKAGE_DIRS = ")
+    _edit(project / "variants/libtorch.toml", "[[leg]]", "[[leg]]\nexperimental = true", )
+    _edit(project / "variants/onnxruntime.toml", 'platform = "wasm"', 'platform = "wasm"\nexperimental = true')
+    (project / "engines/onnxruntime/recipe.py").write_text(
+        (project / "engines/onnxruntime/recipe.py").read_text() + "\n# a comment\n")
+    assert keys(project)[PREBUILT] == before
+
+
+def test_an_origin_file_is_part_of_the_key(project: Path, tmp_path: Path) -> None:
+    matrix = load_matrix(project)
+    plan = next(p for p in plan_all(matrix) if p.leg.id == PREBUILT)
+    origin = tmp_path / "onnxruntime-linux-x64-1.26.0.tgz"
+    origin.write_bytes(b"one")
+    first = legkey.leg_key(plan, matrix.engines["onnxruntime"], project, origins={"": str(origin)})
+    origin.write_bytes(b"two")
+    second = legkey.leg_key(plan, matrix.engines["onnxruntime"], project, origins={"": str(origin)})
+    assert first.digest and second.digest and first.digest != second.digest
+    unpinned = replace(plan, downloads=tuple(replace(d, sha256="") for d in plan.downloads))
+    assert legkey.leg_key(unpinned, matrix.engines["onnxruntime"], project).uncacheable
