@@ -25,7 +25,7 @@ from SCons.Errors import BuildError
 from SCons.Node.Python import Value
 
 from . import sign
-from .binary_cache import CacheError, Store, warn
+from .binary_cache import CacheError, Store, check_entry, warn
 from .frontend import Settings
 from .legkey import LegKey
 from .host import Host
@@ -506,10 +506,11 @@ def publish(leg_id: str) -> StepResult:
 
 # -- the binary cache ---------------------------------------------------------------------------
 
-def restore(leg_id: str, entry: Path, store: str) -> StepResult:
-    """Take a binary cache entry (checked when the graph was declared: sidecars, key,
-    contract) as the leg's archive: no fetch, build or smoke. Its manifest keeps the
-    original build's provenance and says where it came from."""
+def restore(leg_id: str, entry: Path, store: str, checked: bool) -> StepResult:
+    """Take a binary cache entry as the leg's archive: no fetch, build or smoke. An entry
+    fetched by this run was checked when the graph was declared (sidecars, key, contract);
+    one kept from an earlier run is checked here. Its manifest keeps the original build's
+    provenance and says where it came from."""
     run = _run()
     nodes = run.legs[leg_id]
     assert nodes.archive is not None and nodes.key is not None
@@ -524,7 +525,16 @@ def restore(leg_id: str, entry: Path, store: str) -> StepResult:
         else:
             target.unlink(missing_ok=True)
             publish_step.link_or_copy(source, target)
-    verified = verify_step.verify(archive, nodes.plan.contract, nodes.engine.version, str(run.build_root))
+    if checked:
+        verified = {"archive": archive.name, "checked": verify_step.summary(nodes.plan.contract)}
+    else:
+        problems = check_entry(entry, archive.name, nodes.key.digest, nodes.plan.contract, nodes.engine.version,
+                               str(run.build_root))
+        if problems:
+            shutil.rmtree(entry, ignore_errors=True)
+            raise StepFailure(f"the binary cache entry {nodes.key.short} kept in {entry} is not trusted any more "
+                              "(removed; run again to look it up or build the leg):\n  - " + "\n  - ".join(problems))
+        verified = verify_step.verify(archive, nodes.plan.contract, nodes.engine.version, str(run.build_root))
     run.summary.restored(leg_id, store, nodes.key.short)
     print(f"[restore] {leg_id}: restored from the binary cache {store} (key {nodes.key.short}), "
           "verified against its contract", flush=True)

@@ -36,7 +36,7 @@ from .locks import FileLock
 from .model.plan import Contract
 from .release import DEFAULT_API, Asset, GitHub, ReleaseError
 from .steps.files import sha256_file
-from .steps.publish import PublishError, check_sidecars, link_or_copy
+from .steps.publish import PublishError, check_sidecars
 from .steps.verify import check
 
 SIDECARS = (".json", ".sha256", "")  # fetched manifest first (the commit point), archive last
@@ -80,9 +80,8 @@ class DirectoryStore:
         if not all((entry / name).is_file() for name in entry_names(archive)):
             return False
         dest.mkdir(parents=True, exist_ok=True)
-        for name in entry_names(archive):
-            (dest / name).unlink(missing_ok=True)
-            link_or_copy(entry / name, dest / name)
+        for name in entry_names(archive):  # copies: nothing downstream may share an inode with the cache
+            shutil.copyfile(entry / name, dest / name)
         return True
 
     def put(self, key: str, files: Sequence[Path]) -> None:

@@ -325,6 +325,7 @@ class Graph:
         entry = self.build_root / "binary-cache" / key.digest
         previous = read_record(dirs.logs.parent / "steps" / "restore.json") or {}
         store = previous.get("store") if previous.get("key") == key.digest and (entry / name).is_file() else None
+        checked = store is None  # a fresh entry is checked now, contract included; restore needs not again
         store = store or self._lookup(plan, engine, key, name, entry)
         if store is None:
             return None
@@ -333,7 +334,7 @@ class Graph:
         self.legs[leg.id] = nodes
         restore = self._step([*publish_step.published_files(nodes.archive)[::-1],
                               dirs.logs.parent / "steps" / "restore.json"], [], "restore", leg.id,
-                             f"{name} from {store}", partial(actions.restore, leg.id, entry, store),
+                             f"{name} from {store}", partial(actions.restore, leg.id, entry, store, checked),
                              {"key": key.digest, "contract": plan.contract})
         nodes.nodes.update(archive=restore[-1])
         self._publish(nodes, [restore[-1]])

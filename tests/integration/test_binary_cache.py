@@ -235,3 +235,19 @@ def test_a_read_only_cache_is_read_and_never_fails_a_leg(project, nginx):
     _clean(project)
     quiet = _ok(scons(project, *ARGS, f"binary_cache={base}/readonly", "binary_cache_write=0"))
     assert "refuses writes" not in quiet.stderr and "[store]" not in quiet.stdout
+
+
+def test_an_entry_kept_from_an_earlier_run_is_checked_again_before_reuse(project, tmp_path):
+    cache = tmp_path / "binary-cache"
+    _ok(scons(project, FIXBIN_LEG, f"binary_cache={cache}"))
+    _clean(project)
+    _ok(scons(project, FIXBIN_LEG, f"binary_cache={cache}"))  # restored: the entry is kept under build/
+    (kept,) = (project / "build/binary-cache").iterdir()
+    archive = kept / fixbin_archive(FIXBIN_LEG)
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 1
+    archive.write_bytes(bytes(data))
+    (project / "build/legs" / FIXBIN_LEG / "archive" / fixbin_archive(FIXBIN_LEG)).unlink()
+    failed = scons(project, FIXBIN_LEG, f"binary_cache={cache}")
+    assert failed.returncode != 0 and "is not trusted any more" in failed.stderr, str(failed)
+    assert _summary(_ok(scons(project, FIXBIN_LEG, f"binary_cache={cache}")), "restored") == {FIXBIN_LEG}

@@ -38,6 +38,9 @@ def check(archive: Path, contract: Contract, version: str, build_root: str = "")
 
 
 def _check_contents(view: ArchiveView, contract: Contract, version: str, build_root: str) -> list[str]:
+    reads_symbols = bool(contract.symbols or contract.accelerators or contract.foreign_accelerators
+                         or contract.system_symbols or contract.internal_prefixes)
+    view.prefetch(view.libraries, symbols=reads_symbols)
     problems = _check_size(view, contract)
     problems += [f"missing required {p}" for p in contract.required if not any(matches(n, p) for n in view.names)]
     problems += [f"forbidden file {n}" for n in view.names if matches_any(n, contract.forbidden)]

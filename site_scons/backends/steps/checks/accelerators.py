@@ -48,7 +48,9 @@ class _Found:
         return self.view.symbols(library, arch)[0]
 
     def defining(self, pattern: str, libraries: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """(library, symbol) pairs of the symbols matching `pattern`."""
+        """(library, symbol) pairs of the symbols matching `pattern` (a name, or a glob)."""
+        if not any(c in pattern for c in "*?["):  # a plain name: a lookup, not a scan of every symbol
+            return sorted({(lib, pattern) for lib, arch in libraries if pattern in self.defined(lib, arch)})
         regex = _symbol_regex(pattern)
         return sorted({(lib, sym) for lib, arch in libraries for sym in self.defined(lib, arch) if regex.match(sym)})
 

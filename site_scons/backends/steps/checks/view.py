@@ -10,6 +10,7 @@ import stat
 import tarfile
 import tempfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -47,6 +48,7 @@ class ArchiveView:
     entries: list[Entry]
     _open: Callable[[str], BinaryIO]
     keep: object = None  # resources that must live as long as the view
+    concurrent: bool = False  # members may be read from several threads at once (zip)
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="verify-")))
     _extracted: dict[str, Path] = field(default_factory=dict)
     _symbols: dict[tuple[str, str], tuple[set[str], set[str]]] = field(default_factory=dict)
@@ -81,12 +83,33 @@ class ArchiveView:
     def file(self, name: str) -> Path:
         """The member as a file in the scratch directory (extracted once)."""
         if name not in self._extracted:
-            target = self.scratch / f"{len(self._extracted)}" / posixpath.basename(name)
-            target.parent.mkdir(parents=True)
-            with self._open(name) as stream, open(target, "wb") as out:
-                shutil.copyfileobj(stream, out, 1 << 20)  # libraries reach a GB: never whole in memory
-            self._extracted[name] = target
+            self._extract_to(name, self._slot(name))
         return self._extracted[name]
+
+    def prefetch(self, names: list[str], symbols: bool) -> None:
+        """Extract `names` (and read their symbol tables) on every core at once: inflating
+        and `llvm-nm` dominate the time of a large package's checks."""
+        pending = [name for name in names if name not in self._extracted]
+        workers = min(len(names), os.cpu_count() or 1)
+        if workers < 2:
+            return
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            if self.concurrent and pending:
+                # Distinct scratch slots first, then the parallel copies.
+                slots = {name: self._slot(name) for name in pending}
+                list(pool.map(lambda name: self._extract_to(name, slots[name]), pending))
+            if symbols:
+                list(pool.map(lambda name: self.symbols(name), [n for n in names if self.is_binary(n)]))
+
+    def _slot(self, name: str) -> Path:
+        target = self.scratch / f"{len(self._extracted)}" / posixpath.basename(name)
+        target.parent.mkdir(parents=True)
+        self._extracted[name] = target
+        return target
+
+    def _extract_to(self, name: str, target: Path) -> None:
+        with self._open(name) as stream, open(target, "wb") as out:
+            shutil.copyfileobj(stream, out, 1 << 20)  # libraries reach a GB: never whole in memory
 
     def symbols(self, library: str, arch: str = "") -> tuple[set[str], set[str]]:
         """(defined, undefined) external symbols of a library member (of its `arch` slice
@@ -166,7 +189,7 @@ def _zip_view(path: Path) -> ArchiveView:
             entries.append(Entry(info.filename, FILE))
         else:
             entries.append(Entry(info.filename, SPECIAL))
-    return ArchiveView(path, entries, handle.open, keep=handle)
+    return ArchiveView(path, entries, handle.open, keep=handle, concurrent=True)
 
 
 def _tar_view(path: Path) -> ArchiveView:
