@@ -114,6 +114,11 @@ def parse_ninja_progress(line: str) -> tuple[int, int] | None:
     return (done, total) if total > 0 else None
 
 
+# Set when SCons runs several steps at once (-j N): their status lines would overwrite
+# each other's in place, so each is printed as plain lines.
+PARALLEL_STEPS = [False]
+
+
 class StatusLine:
     """The one status line a step shows on the terminal.
 
@@ -125,7 +130,7 @@ class StatusLine:
         self.label = label
         self.stream = stream
         self.echo = echo
-        self.in_place = _is_tty(stream) and not echo
+        self.in_place = _is_tty(stream) and not echo and not PARALLEL_STEPS[0]
         self._shown_width = 0
         self._last_bucket = -1
 

@@ -299,3 +299,17 @@ def _running(pid: int) -> bool:
             return stat.read().split(") ", 1)[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_status_lines_are_plain_when_steps_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `scons -j N` several steps print at once: no line may rewrite another in place."""
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert runner.StatusLine("a", Tty(), echo=False).in_place
+    monkeypatch.setattr(runner, "PARALLEL_STEPS", [True])
+    stream = Tty()
+    status = runner.StatusLine("a", stream, echo=False)
+    status.progress(5, 10)
+    assert not status.in_place and "\r" not in stream.getvalue()
