@@ -246,15 +246,6 @@ def _release_download(leg: Leg, engine: Engine) -> Download:
                     kind="file", unpack=False)
 
 
-def _cpuinfo_download(engine: Engine) -> Download:
-    if "cpuinfo" in engine.sources:
-        return kit.git_source(engine, "cpuinfo")
-    # [gap] upstream cloned cpuinfo's HEAD (docs/upstream.md#non-hermetic): a commit pin
-    # belongs in engine.toml.
-    return Download(name="cpuinfo", url="https://github.com/pytorch/cpuinfo", filename="cpuinfo",
-                    kind="git", ref="main", unpack=False)
-
-
 def _lib_files(leg: Leg) -> tuple[str, ...]:
     if leg.kind == "static":
         return ("lib/LiteRt.lib",) if leg.os == "windows" else ("lib/libLiteRt.a",)
@@ -333,7 +324,7 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
 def _source_downloads(leg: Leg, engine: Engine) -> list[Download]:
     downloads = [kit.git_source(engine)]
     if leg.os == "windows" and leg.arch == "arm64":
-        downloads += [kit.url_source(engine, "llvm", unpack=False), _cpuinfo_download(engine)]
+        downloads += [kit.url_source(engine, "llvm", unpack=False), kit.git_source(engine, "cpuinfo")]
     if leg.os == "android":
         downloads.append(kit.url_source(engine, "ndk"))
     return downloads
