@@ -239,9 +239,10 @@ def _ios_build(leg: Leg) -> list[Command]:
 # --- plans ---------------------------------------------------------------------------------
 
 def _release_download(leg: Leg, engine: Engine) -> Download:
-    # Four legs fetch a file named libLiteRt.so.lfs: pin each under `<sub>-<file>`, not the URL's name.
+    # Four legs fetch a file named libLiteRt.so.lfs, and every commit's is called so: pin each
+    # under `<sub>-<commit>-<file>`, so a new commit pin is a new file pin, never a mismatch.
     url = engine.render_url("release", leg.params)
-    filename = f"{leg.params['sub']}-{leg.params['file']}"
+    filename = f"{leg.params['sub']}-{engine.pins['commit'][:12]}-{leg.params['file']}"
     return Download(name="release", url=url, filename=filename, sha256=engine.pinned_sha256(filename) or "",
                     kind="file", unpack=False)
 

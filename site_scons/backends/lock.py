@@ -47,10 +47,10 @@ class Outcome:
     note: str = ""
 
     def row(self) -> dict[str, str]:
-        if not self.old:
-            pin = f"{UNPINNED} -> {self.new}"
+        if self.old != self.new:
+            pin = f"{self.old or UNPINNED} -> {self.new}"
         else:
-            pin = f"{self.old} (verified)" if self.old == self.new and not self.note else self.old
+            pin = self.old + ("" if self.note else " (verified)")
         return {"engine": self.input.engine, "input": self.input.name, "legs": str(len(self.input.legs)),
                 "pin": pin + (f"; {self.note}" if self.note else "")}
 
@@ -80,14 +80,41 @@ def lock(matrix: Matrix, legs: Sequence[Leg], settings: Settings) -> str:
             errors.append(f"{item.label}: {error}")
     if errors:
         raise LockError("\n".join(errors) + "\nnothing was written to engine.toml")
-    written = _write(outcomes, bump, data)
+    changes = _unused_pins(data, legs, outcomes)
+    if bump:
+        changes[bump.engine] = _merged(bump.changes, changes.get(bump.engine, Changes()))
+    written = _write(outcomes, changes, data)
     lines = [format_table([o.row() for o in outcomes])]
     if bump:
-        lines.append(f"{bump.engine}: version {matrix.engines[bump.engine].version} -> {bump.version}; dropped "
-                     f"the old version's pins: {', '.join(_dropped(bump.changes)) or 'none'}")
+        lines.append(f"{bump.engine}: version {matrix.engines[bump.engine].version} -> {bump.version}")
+    for engine, edit in changes.items():
+        if _dropped(edit):
+            lines.append(f"{engine}: dropped the pins no leg uses any more: {', '.join(_dropped(edit))}")
     lines.append(f"recorded {written} new pin{'' if written == 1 else 's'}: review `git diff engines/` and commit it"
-                 if written or bump else "every input was already pinned and matches upstream: nothing written")
+                 if written or any(changes.values()) else
+                 "every input was already pinned and matches upstream: nothing written")
     return "\n".join(lines)
+
+
+def _unused_pins(data: Matrix, legs: Sequence[Leg], outcomes: Sequence[Outcome]) -> dict[str, Changes]:
+    """For each engine whose every leg is selected: the recorded pins no input uses (left by a
+    hand-edited version or `[pins]` value)."""
+    selected = {leg.id for leg in legs}
+    changes = {}
+    for name, engine in data.engines.items():
+        if not all(leg.id in selected for leg in data.legs if leg.engine == name):
+            continue
+        used = [o.input for o in outcomes if o.input.engine == name and o.input.kind == FILE]
+        unused = Changes(drop_sha256=set(engine.sha256) - {item.key for item in used},
+                         drop_nested=set(engine.nested) - {item.key for item in used if item.names})
+        if unused:
+            changes[name] = unused
+    return changes
+
+
+def _merged(first: Changes, second: Changes) -> Changes:
+    return replace(first, drop_sha256=first.drop_sha256 | second.drop_sha256,
+                   drop_nested=first.drop_nested | second.drop_nested)
 
 
 # -- a version bump ---------------------------------------------------------------------------
@@ -121,7 +148,8 @@ def _with_engine(matrix: Matrix, engine: Engine) -> Matrix:
 
 
 def _dropped(changes: Changes) -> list[str]:
-    return [*sorted(changes.drop_sha256), *(f"{source} commit" for source in sorted(changes.commits))]
+    cleared = (f"{source} commit" for source, commit in sorted(changes.commits.items()) if not commit)
+    return [*sorted(changes.drop_sha256), *(f"[nested] {name}" for name in sorted(changes.drop_nested)), *cleared]
 
 
 # -- resolving one input ----------------------------------------------------------------------
@@ -193,24 +221,27 @@ def _resolve_git(item: Input, origin: str, settings: Settings) -> Outcome:
             return Outcome(item, item.pin, resolved.commit)
         if resolved.moving:
             return Outcome(item, item.pin, item.pin, note=f"branch {item.ref} is now at {resolved.commit}")
-        raise LockError(f"commit mismatch: engine.toml pins {item.pin}, but {remote} says {resolved.ref} is "
-                        f"{resolved.commit}. A tag that moved is not the release that was pinned: check upstream, "
-                        "and only then clear the commit and lock again")
+        earlier = git.tags_at(remote, item.pin)
+        if earlier:  # the data moved to another tag (a hand-edited version or [pins] value)
+            return Outcome(item, item.pin, resolved.commit, note=f"the recorded commit is {earlier[0]}'s")
+        raise LockError(f"commit mismatch: engine.toml pins {item.pin}, which no tag of {remote} names, but "
+                        f"{resolved.ref} is {resolved.commit}. A tag that moved is not the release that was "
+                        "pinned: check upstream, and only then clear the commit and lock again")
     raise LockError("; ".join(failures))
 
 
 # -- writing ------------------------------------------------------------------------------------
 
-def _write(outcomes: Sequence[Outcome], bump: Bump | None, data: Matrix) -> int:
-    """Record what is new, one locked edit per engine.toml; returns how many pins."""
-    changes: dict[str, Changes] = {bump.engine: bump.changes} if bump else {}
+def _write(outcomes: Sequence[Outcome], changes: dict[str, Changes], data: Matrix) -> int:
+    """Add what is new to `changes` and write them, one locked edit per engine.toml; returns
+    how many pins were recorded."""
     written = 0
     for outcome in outcomes:
         item = outcome.input
         edit = changes.setdefault(item.engine, Changes())
         if item.parent and item.parent not in data.engines[item.engine].nested:
             edit.nested[item.parent] = item.url
-        if outcome.old:
+        if outcome.old == outcome.new:
             continue
         if item.kind == GIT:
             edit.commits[item.source] = outcome.new
@@ -221,4 +252,3 @@ def _write(outcomes: Sequence[Outcome], bump: Bump | None, data: Matrix) -> int:
         if edit:
             apply(data.engines[engine].root / "engine.toml", edit)
     return written
-

@@ -176,4 +176,36 @@ def test_a_version_bump_records_the_new_tag(tmp_path: Path, git_upstream) -> Non
     assert bumped.returncode == 0, str(bumped)
     data = tomllib.loads((project / "engines/fixgit/engine.toml").read_text())
     assert data["version"] == "1.1.0" and data["sources"]["source"]["commit"] == newer
-    assert "version 1.0.0 -> 1.1.0; dropped the old version's pins: source commit" in bumped.stdout
+    assert "fixgit: version 1.0.0 -> 1.1.0" in bumped.stdout and f"unpinned -> {newer}" in bumped.stdout
+
+
+def test_a_hand_edited_version_moves_the_commit_to_the_new_tag(tmp_path: Path, git_upstream) -> None:
+    """`edit one line, run the workflow`: the recorded commit is the old tag's, not a moved tag."""
+    mirror = _bare_mirror(git_upstream, tmp_path)
+    project = fixtures.new_project(tmp_path / "project")
+    fixtures.write_fixgit(project, MIRROR_URL, commit=git_upstream.tags["1.0.0"], version="1.1.0")
+    newer = git_upstream.release("1.1.0", 43)
+    subprocess.run(["git", "-C", str(mirror / "fixgit.git"), "fetch", "-q", "origin", "+refs/*:refs/*"],
+                   check=True)
+    locked = scons(project, "lock", f"mirror={mirror}", "offline=1")
+    assert locked.returncode == 0, str(locked)
+    assert _commit_of(project) == newer
+    assert f"{git_upstream.tags['1.0.0']} -> {newer}; the recorded commit is v1.0.0's" in locked.stdout
+
+
+def test_pins_no_leg_uses_any_more_are_dropped(tmp_path: Path, served) -> None:
+    server, pins = served
+    project = _fixbin_project(tmp_path, server)
+    assert scons(project, "lock").returncode == 0
+    # Upstream renames the Windows asset; the row is edited by hand to follow it.
+    old = fixtures.fixbin_asset(WINDOWS.params["asset"])
+    renamed = fixtures.make_fixbin_release(server.root, assets=["fixbin-windows-x64"])
+    variants = project / "variants/fixbin.toml"
+    variants.write_text(variants.read_text().replace('"fixbin-win-x64"', '"fixbin-windows-x64"'))
+    partial = scons(project, "lock", ELSEWHERE[0])  # a partial selection never judges other legs' pins
+    assert partial.returncode == 0 and old in _sha256_table(project, "fixbin")
+    whole = scons(project, "lock", "engine=fixbin")
+    assert whole.returncode == 0, str(whole)
+    assert _sha256_table(project, "fixbin") == {name: digest for name, digest in {**pins, **renamed}.items()
+                                                if name != old}
+    assert f"fixbin: dropped the pins no leg uses any more: {old}" in whole.stdout

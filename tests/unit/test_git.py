@@ -91,6 +91,8 @@ def test_resolve_peels_annotated_tags_and_names_branches(upstream: Upstream) -> 
     assert git.resolve(url, upstream.v1) == git.Resolved(upstream.v1, "")  # a commit is its own answer
     with pytest.raises(GitError, match="has no tag or branch 'v3'"):
         git.resolve(url, "v3")
+    assert git.tags_at(url, upstream.v1) == ["v1"] and git.tags_at(url, upstream.v2) == ["v2"]
+    assert git.tags_at(url, "0" * 40) == []
 
 
 def test_checkout_by_commit_with_nested_submodules(upstream: Upstream, tmp_path: Path) -> None:

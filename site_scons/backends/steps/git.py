@@ -106,6 +106,17 @@ def resolve(remote: str, ref: str) -> Resolved:
     raise GitError(f"{remote} has no tag or branch {ref!r}")
 
 
+def tags_at(remote: str, commit: str) -> list[str]:
+    """The tags of `remote` whose commit is `commit` (annotated ones peeled)."""
+    peeled: dict[str, str] = {}
+    for line in _output(["ls-remote", "--tags", remote], Path.cwd()).splitlines():
+        sha, _, name = line.partition("\t")
+        tag = name.removeprefix("refs/tags/").removesuffix("^{}")
+        if name.endswith("^{}") or tag not in peeled:
+            peeled[tag] = sha
+    return sorted(tag for tag, sha in peeled.items() if sha == commit)
+
+
 def _output(args: Sequence[str], cwd: Path) -> str:
     try:
         done = subprocess.run(["git", *_CONFIG, *args], cwd=cwd, env=limited_env(_ENV), capture_output=True,
