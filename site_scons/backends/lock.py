@@ -9,9 +9,12 @@ moved tag or another named URL is an error naming both values, and then nothing 
 A branch (`ref = "main"`) is recorded as the commit it names now; later locks keep that
 commit and say where the branch moved. Nothing is written under build/ or dist/.
 
-`version=V` first bumps the one selected engine: its `version` line, and it drops the
-pins only the old version used (a file whose URL changes, a commit whose ref follows the
-version), judged over all of the engine's legs; the selection's new pins are then recorded.
+Pins the data no longer asks for are edited data, not conflicts: a recorded commit that
+upstream names by another tag (the version line was edited) is replaced by the new tag's,
+and when every leg of an engine is selected, the pins none of them uses are dropped.
+`version=V` first bumps the one selected engine: its `version` line, and the pins only the
+old version used (a file whose URL changes, a commit whose ref follows the version), judged
+over all of the engine's legs however narrow the selection.
 """
 from __future__ import annotations
 
@@ -101,9 +104,10 @@ def _unused_pins(data: Matrix, legs: Sequence[Leg], outcomes: Sequence[Outcome])
     hand-edited version or `[pins]` value)."""
     selected = {leg.id for leg in legs}
     changes = {}
-    for name, engine in data.engines.items():
+    for name in dict.fromkeys(leg.engine for leg in legs):
         if not all(leg.id in selected for leg in data.legs if leg.engine == name):
             continue
+        engine = data.engines[name]
         used = [o.input for o in outcomes if o.input.engine == name and o.input.kind == FILE]
         unused = Changes(drop_sha256=set(engine.sha256) - {item.key for item in used},
                          drop_nested=set(engine.nested) - {item.key for item in used if item.names})
@@ -205,7 +209,9 @@ def _resolve_named(parent: Input, path: Path, settings: Settings, engine: Engine
 
 def _resolve_git(item: Input, origin: str, settings: Settings) -> Outcome:
     if git.is_commit(item.ref):
-        return Outcome(item, item.pin, item.pin or item.ref, note="the ref is the commit")
+        if item.pin and item.pin != item.ref:
+            raise LockError(f"the ref is the commit {item.ref}, but commit says {item.pin}: make them one")
+        return Outcome(item, item.pin, item.ref, note="the ref is the commit")
     remotes = git.Remotes(settings.cache, settings.mirrors, settings.offline).of(item.url, origin)
     if not remotes:
         raise LockError(f"offline, and no mirror= directory holds a clone named {git.repository_name(item.url)}")
