@@ -1,15 +1,17 @@
-"""A local server on 127.0.0.1 that plays the few GitHub REST endpoints the project calls
-(releases, their assets, asset downloads), for the release command and the binary cache."""
+"""A local stand-in for the GitHub REST API on 127.0.0.1: the release endpoints
+(backends.release, the binary cache's release store) and pull requests
+(backends.pin_refresh), state in memory.
+
+`with serve() as github:` runs it; `github.base` is the API root to pass as `--api`."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import parse_qs, urlparse
-
-import pytest
 
 TOKEN = "ghs_unit-test-token-0123456789"
 REPO = "anira/backends"
@@ -26,6 +28,9 @@ class FakeGitHub:
         self.next_id = 1000
         self.base = ""
         self.fail_with: tuple[int, str] | None = None  # (status, message) for every request
+        self.pulls: list[dict[str, Any]] = []
+        # GitHub refuses a pull request whose head branch the repository lacks: tests say which exist.
+        self.branch_exists: Callable[[str], bool] = lambda branch: True
 
     def new_id(self) -> int:
         self.next_id += 1
@@ -105,7 +110,7 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 record = next(r for r in state.releases if r["id"] == int(parts[1]))
                 record.update(json.loads(data))
                 return self._reply(200, record)
-            if method == "GET" and parts[:2] == ["releases", "assets"] and len(parts) == 3:
+            if method == "GET" and parts[:2] == ["releases", "assets"] and len(parts) == 3:  # an asset's bytes
                 blob = state.blobs.get(int(parts[2]))
                 if blob is None:
                     return self._reply(404, {"message": "Not Found"})
@@ -133,7 +138,33 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                          "digest": "sha256:" + hashlib.sha256(data).hexdigest()}
                 state.assets[rid].append(asset)
                 return self._reply(201, asset)
+            if parts[0] == "pulls":
+                return self._pulls(method, parts, query, data)
             return self._reply(404, {"message": f"no route {method} {path}"})
+
+        def _pulls(self, method: str, parts: list[str], query: dict[str, list[str]], data: bytes) -> None:
+            if method == "GET" and len(parts) == 1:
+                wanted = {key: query[key][0] for key in ("state", "head", "base") if key in query}
+                found = [p for p in state.pulls if all(p["_" + key] == value for key, value in wanted.items())]
+                return self._reply(200, found)
+            if method == "POST" and len(parts) == 1:
+                payload = json.loads(data)
+                head = f"{REPO.split('/')[0]}:{payload['head']}"
+                if not state.branch_exists(payload["head"]):
+                    return self._reply(422, {"message": "Validation Failed", "errors": [{"field": "head"}]})
+                if any(p["_head"] == head and p["_state"] == "open" for p in state.pulls):
+                    return self._reply(422, {"message": f"A pull request already exists for {head}."})
+                number = len(state.pulls) + 1
+                record = {"number": number, "title": payload["title"], "body": payload["body"],
+                          "html_url": f"https://github.com/{REPO}/pull/{number}",
+                          "_head": head, "_base": payload["base"], "_state": "open"}
+                state.pulls.append(record)
+                return self._reply(201, record)
+            if method == "PATCH" and len(parts) == 2:
+                record = next(p for p in state.pulls if p["number"] == int(parts[1]))
+                record.update(json.loads(data))
+                return self._reply(200, record)
+            return self._reply(404, {"message": "no such pulls route"})
 
         def do_GET(self) -> None:
             self._route("GET")
@@ -150,13 +181,15 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def github() -> Iterator[FakeGitHub]:
+@contextlib.contextmanager
+def serve() -> Iterator[FakeGitHub]:
     state = FakeGitHub()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     state.base = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -239,20 +239,12 @@ def _ios_build(leg: Leg) -> list[Command]:
 # --- plans ---------------------------------------------------------------------------------
 
 def _release_download(leg: Leg, engine: Engine) -> Download:
-    # Four legs fetch a file named libLiteRt.so.lfs: pin each under `<sub>-<file>`, not the URL's name.
+    # Four legs fetch a file named libLiteRt.so.lfs, and every commit's is called so: pin each
+    # under `<sub>-<commit>-<file>`, so a new commit pin is a new file pin, never a mismatch.
     url = engine.render_url("release", leg.params)
-    filename = f"{leg.params['sub']}-{leg.params['file']}"
+    filename = f"{leg.params['sub']}-{engine.pins['commit'][:12]}-{leg.params['file']}"
     return Download(name="release", url=url, filename=filename, sha256=engine.pinned_sha256(filename) or "",
                     kind="file", unpack=False)
-
-
-def _cpuinfo_download(engine: Engine) -> Download:
-    if "cpuinfo" in engine.sources:
-        return kit.git_source(engine, "cpuinfo")
-    # [gap] upstream cloned cpuinfo's HEAD (docs/upstream.md#non-hermetic): a commit pin
-    # belongs in engine.toml.
-    return Download(name="cpuinfo", url="https://github.com/pytorch/cpuinfo", filename="cpuinfo",
-                    kind="git", ref="main", unpack=False)
 
 
 def _lib_files(leg: Leg) -> tuple[str, ...]:
@@ -332,7 +324,7 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
 def _source_downloads(leg: Leg, engine: Engine) -> list[Download]:
     downloads = [kit.git_source(engine)]
     if leg.os == "windows" and leg.arch == "arm64":
-        downloads += [kit.url_source(engine, "llvm", unpack=False), _cpuinfo_download(engine)]
+        downloads += [kit.url_source(engine, "llvm", unpack=False), kit.git_source(engine, "cpuinfo")]
     if leg.os == "android":
         downloads.append(kit.url_source(engine, "ndk"))
     return downloads

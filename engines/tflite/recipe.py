@@ -31,6 +31,7 @@ METAL_LIB = "lib/libmetal_delegate.a"
 # Google's delegate xcframeworks, per accelerator (pod Metal / CoreML subspecs, same tarball).
 IOS_FRAMEWORK = "TensorFlowLiteC"
 IOS_DELEGATE_FRAMEWORKS = {"metal": "TensorFlowLiteCMetal", "coreml": "TensorFlowLiteCCoreML"}
+PODSPEC_FIELD = "source.http"  # the podspec's field naming the release tarball
 IOS_SMOKE_DEFINES = {  # the smoke builds for the simulator and runs under `simctl spawn`
     "CMAKE_SYSTEM_NAME": "iOS",
     "CMAKE_OSX_SYSROOT": "iphonesimulator",
@@ -145,7 +146,7 @@ def _ios_frameworks(leg: Leg) -> list[str]:
 
 def podspec_argv(leg: Leg) -> tuple[str, ...]:
     return ("{python}", "-m", "backends.steps.podspec", "{download:podspec}",
-            "--field", "source.http", "--pins", "engines/tflite/engine.toml",
+            "--field", PODSPEC_FIELD, "--pins", "engines/tflite/engine.toml",
             "--xcframeworks", *_ios_frameworks(leg), "--out", "{build}/xcframeworks")
 
 
@@ -159,7 +160,9 @@ def _ios_contract(leg: Leg) -> Contract:
 def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     return Plan(
         leg=leg, version=engine.version, archive=archive,
-        downloads=(kit.url_source(engine, "podspec", unpack=False),),
+        # Every version's podspec is called TensorFlowLiteC.podspec.json: pin it under a versioned name.
+        downloads=(kit.url_source(engine, "podspec", unpack=False, names=PODSPEC_FIELD,
+                                  filename=f"{IOS_FRAMEWORK}-{engine.version}.podspec.json"),),
         build=(Command("podspec", podspec_argv(leg), cwd="."),),  # the repository root, for --pins
         collect=tuple(CopyRule(f"{{build}}/xcframeworks/{name}.xcframework/**", f"{name}.xcframework")
                       for name in _ios_frameworks(leg)),

@@ -73,7 +73,7 @@ class StepFailure(RuntimeError):
 
 NAMED_ERRORS = (StepFailure, fetch_step.FetchError, ExtractError, PatchError, StageError, archive_step.ArchiveError,
                 verify_step.ContractError, InspectError, BundleError, UniversalError, ExpandError, RunError,
-                ToolMissing, publish_step.PublishError, OSError)
+                ToolMissing, publish_step.PublishError, git_step.GitError, OSError)
 
 
 @dataclass(frozen=True)
@@ -255,29 +255,22 @@ def fetch(engine_name: str, download: Download, origin: str, record: Path) -> St
 
 
 def _git_checkout(engine_name: str, download: Download, origin: str, record: Path) -> StepResult:
+    """The source at its pinned commit, from the cache's mirror (fetched into it once)."""
     run = _run()
-    url = origin or _git_mirror(run.settings.mirrors, download) or download.url
-    if run.settings.offline and not Path(url).exists():
-        raise StepFailure(f"offline: no mirror holds {download.filename}; put a clone at <mirror>/{download.filename}")
     if not download.commit and not run.settings.lock:
-        raise StepFailure(f"{download.url} at {download.ref} has no commit pin; run with lock=1 to record one")
-    dest = record.with_suffix("") / leaf(download)
-    commit = git_step.checkout(url, download.ref, dest, submodules=download.submodules,
-                               log=record.with_suffix(".log"), label=f"git {download.filename}")
-    if download.commit and commit != download.commit:
-        raise StepFailure(f"{download.url} {download.ref} is {commit}, but the pin says {download.commit}")
+        raise StepFailure(f"{download.url} at {download.ref} has no commit pin: `scons lock engine={engine_name}` "
+                          "records it from any host (git ls-remote), or build with lock=1 to record it here")
+    remotes = git_step.Remotes(run.settings.cache, run.settings.mirrors, run.settings.offline)
+    log, label = record.with_suffix(".log"), f"git {download.filename}"
+    # A recorded commit is all the build follows: a tag that moved, or a branch, never is.
+    commit = git_step.fetch(download.url, download.commit or download.ref, remotes, origin=origin, log=log,
+                            label=label)
     if not download.commit and not origin:
         record_commit(run.matrix.engines[engine_name].root / "engine.toml", download.name, commit)
-    return StepResult({"name": download.name, "url": download.url, "origin": url, "override": origin,
-                       "ref": download.ref, "commit": commit, "path": str(dest)})
-
-
-def _git_mirror(mirrors: tuple[str, ...], download: Download) -> str:
-    for mirror in mirrors:
-        candidate = Path(mirror) / download.filename
-        if candidate.exists():
-            return str(candidate)
-    return ""
+    dest = record.with_suffix("") / leaf(download)
+    git_step.checkout(download.url, commit, dest, remotes, submodules=download.submodules, log=log, label=label)
+    return StepResult({"name": download.name, "url": download.url, "override": origin, "ref": download.ref,
+                       "commit": commit, "path": str(dest)})
 
 
 def leaf(download: Download) -> str:

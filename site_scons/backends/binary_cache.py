@@ -34,7 +34,7 @@ import requests
 
 from .locks import FileLock
 from .model.plan import Contract
-from .release import DEFAULT_API, Asset, GitHub, ReleaseError
+from .github import DEFAULT_API, GitHub, GitHubError
 from .steps.files import sha256_file
 from .steps.publish import PublishError, check_sidecars
 from .steps.verify import check
@@ -201,7 +201,7 @@ class GitHubReleaseStore:
             dest.mkdir(parents=True, exist_ok=True)
             for name, asset in zip(entry_names(archive), wanted):
                 self.client.download(asset, dest / name)
-        except ReleaseError as error:
+        except GitHubError as error:
             raise CacheError(f"{self.location}: {error}") from None
         return True
 
@@ -216,8 +216,8 @@ class GitHubReleaseStore:
             for path in sorted(files, key=lambda p: p.name.endswith(".json")):  # the manifest last
                 name = f"{key}-{path.name}"
                 if name not in assets:
-                    assets[name] = self.client.upload(release, Asset.of(path), name=name)
-        except ReleaseError as error:
+                    assets[name] = self.client.upload(release, path, name)
+        except GitHubError as error:
             if " 403 " in str(error) or " 401 " in str(error):
                 raise ReadOnly(f"{self.location}: {error}") from None
             raise CacheError(f"{self.location}: {error}") from None

@@ -11,7 +11,7 @@ from .host import Host
 from .legkey import LegKey, leg_keys
 from .model.matrix import Matrix
 from .model.leg import Leg
-from .model.plan import Bundle, Command, Plan
+from .model.plan import Bundle, Command, Download, Plan
 from .run import DEFAULT_ALLOW, POLICY_FLOOR_KEY, POLICY_FLOOR_VALUE
 from .steps.upstream import SETTINGS_PREFIX, SITE_SCONS
 from .steps.verify import summary
@@ -164,6 +164,16 @@ def _bundle_text(bundle: Bundle) -> str:
     return text
 
 
+def _pin_text(download: Download) -> str:
+    unpinned = "unpinned: `scons lock` records it"
+    if download.kind == "git":
+        return f"ref {download.ref}, commit {download.commit or unpinned}"
+    text = f"{download.filename} sha256 {download.sha256 or unpinned}"
+    if download.names:
+        text += f"; its {download.names} names a further download, pinned under its own file name"
+    return text
+
+
 def render_plan(plan: Plan) -> str:
     leg = plan.leg
     lines = [f"{leg.id} -> dist/{plan.archive}", f"  {_leg_facts(leg)}"]
@@ -173,10 +183,7 @@ def render_plan(plan: Plan) -> str:
     if leg.inputs:
         lines.append("  inputs: " + ", ".join(leg.inputs))
     for download in plan.downloads:
-        pin = f"sha256 {download.sha256}" if download.sha256 else "sha256 unpinned (lock=1 records it)"
-        if download.kind == "git":
-            pin = f"ref {download.ref}" + (f" commit {download.commit}" if download.commit else "")
-        lines.append(f"  fetch {download.name}: {download.url} ({pin})")
+        lines.append(f"  fetch {download.name}: {download.url} ({_pin_text(download)})")
     for patch in plan.patches:
         until = f" (needed up to {patch.until}; skipped when upstream has it)" if patch.until else ""
         lines.append(f"  patch {patch.name}: {patch.reason}{until}")

@@ -7,6 +7,7 @@ selected legs, an existing file or clone, a URL only with lock=1).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import urllib.parse
 import urllib.request
@@ -24,7 +25,7 @@ from .model.vocab import FLAVORS, KINDS, VocabularyError, canonical_platform
 from .options import FILTERS, OPTION_NAMES, OPTIONS, OptionError, option, parse_bool
 
 # Commands are words on the command line; leg ids are the other targets.
-COMMANDS = ("list", "ci-matrix")
+COMMANDS = ("list", "ci-matrix", "pins", "lock")
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Invocation:
-    mode: str  # build | choose (bare `scons`) | list | ci-matrix | plan | key | gc
+    mode: str  # build | choose (bare `scons`) | list | ci-matrix | pins | lock | plan | key | gc
     plans: tuple[Plan, ...]
     settings: Settings
 
@@ -276,6 +277,8 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
     settings = _settings(arguments, root)
     commands, leg_ids = _split_targets(targets, matrix)
     mode = _mode(commands, arguments)
+    if mode == "lock":
+        settings = dataclasses.replace(settings, lock=True)  # what lock does: a URL origin is fetched and hashed
     if mode == "build" and not leg_ids and not any(name in arguments for name in FILTERS):
         mode = "choose"  # bare `scons`: show what this host builds, build nothing by accident
     legs = _select(matrix, arguments, leg_ids, host, building=mode in ("build", "choose"))

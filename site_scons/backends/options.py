@@ -84,7 +84,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("kind", "package form (xcframework: iOS only)", "", ("all", *KINDS), check=_comma_list),
     Option("config", "build configuration", "", ("all", *CONFIGS), check=_comma_list),
     Option("source", "how the leg gets its binaries", "", ("all", *SOURCES), check=_comma_list),
-    Option("version", "override the engine's pinned version (names and URLs follow it); one engine only", "",
+    Option("version", "override the engine's pinned version (names and URLs follow it); one engine only. With "
+           "lock: bump the engine's version in engine.toml, dropping the pins only the old version used", "",
            check=_version),
     Option("origin", "take upstream files from elsewhere without editing the data: "
            "[<source>=]<path-or-url>[,...] (e.g. origin=release=/tmp/torch.whl); a URL needs lock=1", "",
@@ -92,7 +93,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("cache", "download cache directory (content-addressed, shared by every leg)", ".cache/downloads"),
     Option("mirror", "directory or URL prefix(es) tried before upstream, comma-separated", "", check=_comma_list),
     Option("offline", "never touch the network: cache and directory mirrors only", "0", boolean=True),
-    Option("lock", "accept downloads without a sha256 pin and record them into engine.toml", "0", boolean=True),
+    Option("lock", "building: accept downloads without a pin and record them into engine.toml (`scons lock` "
+           "records the pins of any selection from any host, without building)", "0", boolean=True),
     Option("format", "archive format", "zip", ("zip", "tar.gz", "7z"), exact=True),
     Option("inputs", "where aggregates (universal, Android bundle) take their input archives: build the ones "
            "this host can build, or use those already in dist/ (CI's aggregate jobs download them)", "build",
@@ -121,7 +123,7 @@ def option(name: str) -> Option:
 
 
 def help_text() -> str:
-    lines = ["anira-backends: scons [list|ci-matrix|<leg id>...] [option=value ...]", "", "Options:"]
+    lines = ["anira-backends: scons [list|ci-matrix|pins|lock|<leg id>...] [option=value ...]", "", "Options:"]
     for opt in OPTIONS:
         values = f" ({'|'.join(opt.allowed)})" if opt.allowed else (" (0|1)" if opt.boolean else "")
         default = f" [default: {opt.default}]" if opt.default else ""
@@ -130,6 +132,10 @@ def help_text() -> str:
     lines += ["", "Targets:",
               "  list         table of the selected legs (id, archive, source, accelerator, runner, builds/runs here)",
               "  ci-matrix    the selected legs as a GitHub Actions matrix (JSON)",
+              "  pins         every upstream input of the selected legs (file or git source, URL, pin); exits 1 if "
+              "one is unpinned",
+              "  lock         fetch (files) and resolve (git refs, by ls-remote) every input of the selected legs "
+              "and record the missing pins into engine.toml; any host, never builds",
               "  <leg id>     build one leg, e.g. onnxruntime-linux-x86_64-shared (platform aliases accepted)",
               "  (none)       with filters: build the selected legs this host can build; without: list them"]
     return "\n".join(lines)

@@ -19,19 +19,13 @@ import hashlib
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 
-import requests
+from .github import DEFAULT_API, GitHub, GitHubError
 
-DEFAULT_API = "https://api.github.com"
 SUMS_NAME = "SHA256SUMS"
-PER_PAGE = 100
-RETRY_STATUSES = (500, 502, 503, 504)
-ATTEMPTS = 3
-TIMEOUT = (30, 600)  # connect, read: uploads of large archives take minutes
 
 
 class ReleaseError(RuntimeError):
@@ -161,100 +155,6 @@ def _note_row(manifest: Mapping[str, Any]) -> str:
     return f"| `{manifest['archive']}` | {leg['platform']} | {package} | {accelerator} | {requires} |"
 
 
-# -- the GitHub REST API ------------------------------------------------------------------
-
-class GitHub:
-    """The few release endpoints this command needs, with the token only in a header."""
-
-    def __init__(self, api: str, repo: str, token: str, session: requests.Session | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.api = api.rstrip("/")
-        self.repo = repo
-        self.session = session or requests.Session()
-        self.session.headers.update({"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
-                                     "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "anira-backends-release"})
-        self.sleep = sleep
-
-    def _send(self, method: str, url: str, expect: tuple[int, ...] = (200,), upload: Path | None = None,
-              **kwargs: Any) -> requests.Response:
-        what = f"{method} {url.split('?')[0]}"
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                if upload is not None:
-                    with upload.open("rb") as body:
-                        response = self.session.request(method, url, data=body, timeout=TIMEOUT, **kwargs)
-                else:
-                    response = self.session.request(method, url, timeout=TIMEOUT, **kwargs)
-            except requests.ConnectionError as error:
-                if attempt == ATTEMPTS:
-                    raise ReleaseError(f"GitHub API {what}: {type(error).__name__}") from None
-            else:
-                if response.status_code in expect:
-                    return response
-                if response.status_code not in RETRY_STATUSES or attempt == ATTEMPTS:
-                    raise ReleaseError(f"GitHub API {what}: HTTP {response.status_code} {_api_message(response)}")
-            self.sleep(2 ** attempt)
-        raise AssertionError("unreachable")
-
-    def _pages(self, path: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        for page in range(1, 1000):
-            batch = self._send("GET", f"{self.api}{path}", params={"per_page": PER_PAGE, "page": page}).json()
-            items += batch
-            if len(batch) < PER_PAGE:
-                return items
-        raise ReleaseError(f"{path}: more than 1000 pages")
-
-    def find_release(self, tag: str) -> dict[str, Any] | None:
-        """By listing: /releases/tags/{tag} does not return drafts."""
-        return next((r for r in self._pages(f"/repos/{self.repo}/releases") if r.get("tag_name") == tag), None)
-
-    def create_draft(self, tag: str, body: str) -> dict[str, Any]:
-        return self._send("POST", f"{self.api}/repos/{self.repo}/releases", expect=(201,),
-                          json={"tag_name": tag, "name": tag, "body": body, "draft": True}).json()
-
-    def create_prerelease(self, tag: str, body: str) -> dict[str, Any]:
-        """A published pre-release (the binary cache's store: never a draft, which only
-        the token's owner could read)."""
-        return self._send("POST", f"{self.api}/repos/{self.repo}/releases", expect=(201,),
-                          json={"tag_name": tag, "name": tag, "body": body, "prerelease": True}).json()
-
-    def update(self, release: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
-        return self._send("PATCH", f"{self.api}/repos/{self.repo}/releases/{release['id']}", json=fields).json()
-
-    def assets(self, release: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return self._pages(f"/repos/{self.repo}/releases/{release['id']}/assets")
-
-    def delete_asset(self, asset: Mapping[str, Any]) -> None:
-        self._send("DELETE", f"{self.api}/repos/{self.repo}/releases/assets/{asset['id']}", expect=(204,))
-
-    def download(self, asset: Mapping[str, Any], target: Path) -> None:
-        """An asset's bytes into `target` (through a temp beside it)."""
-        url = f"{self.api}/repos/{self.repo}/releases/assets/{asset['id']}"
-        response = self._send("GET", url, headers={"Accept": "application/octet-stream"}, stream=True)
-        temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        with response, open(temp, "wb") as out:
-            for chunk in response.iter_content(1 << 20):
-                out.write(chunk)
-        os.replace(temp, target)
-
-    def upload(self, release: Mapping[str, Any], asset: Asset, name: str = "") -> dict[str, Any]:
-        url = str(release["upload_url"]).split("{", 1)[0]
-        return self._send("POST", url, expect=(201,), upload=asset.path, params={"name": name or asset.name},
-                          headers={"Content-Type": "application/octet-stream",
-                                   "Content-Length": str(asset.size)}).json()
-
-
-def _api_message(response: requests.Response) -> str:
-    try:
-        payload = response.json()
-    except ValueError:
-        return response.text[:200]
-    message = str(payload.get("message", "")) if isinstance(payload, dict) else ""
-    errors = payload.get("errors") if isinstance(payload, dict) else None
-    return message + (f" {json.dumps(errors)}" if errors else "")
-
-
 # -- the release ------------------------------------------------------------------------------
 
 def same_asset(remote: Mapping[str, Any], local: Asset) -> bool:
@@ -276,7 +176,7 @@ def sync_assets(github: GitHub, release: Mapping[str, Any], assets: Sequence[Ass
             continue
         if existing is not None:
             github.delete_asset(existing)
-        github.upload(release, asset)
+        github.upload(release, asset.path, asset.name)
         say(f"{'replaced' if existing is not None else 'uploaded'} {asset.name} ({asset.size} bytes)")
     for name in sorted(remote):
         say(f"warning: {name} is on the release but not in this selection; left as is")
@@ -345,7 +245,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         if not args.dist.is_dir():
             raise ReleaseError(f"--dist {args.dist} is not a directory")
         return release(GitHub(args.api, args.repo, token), args.tag, args.dist, load_matrix(args.matrix), say)
-    except ReleaseError as error:
+    except (ReleaseError, GitHubError) as error:
         say(f"error: {error}", sys.stderr)
         return 2
 

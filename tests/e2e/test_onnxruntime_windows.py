@@ -11,9 +11,9 @@ the archive's DLL, which is how this host runs Windows CPU packages.
 """
 from __future__ import annotations
 
-import re
 
 import json
+import re
 import shutil
 import zipfile
 

@@ -705,6 +705,115 @@ url = "{url}"
     _write(project / "smoke/fixbin/smoke.c", FIXBIN_SMOKE_C)
 
 
+# --------------------------------------------------------------------------- fixgit upstream
+
+FIXGIT_VERSION = "1.0.0"
+FIXGIT_LEG_ID = "fixgit-linux-x86_64-shared"
+# The library's source in the superproject; its header in a submodule (by relative URL).
+FIXGIT_SOURCE = '#include "fixgit.h"\nint fixgit_answer(void) { return FIXGIT_ANSWER; }\n'
+FIXGIT_HEADER = ("#pragma once\n#define FIXGIT_ANSWER {answer}\n"
+                 "__attribute__((visibility(\"default\"))) int fixgit_answer(void);\n")
+
+FIXGIT_RECIPE = '''\
+"""fixgit (fixture): a library built from a git checkout whose header lives in a submodule."""
+from __future__ import annotations
+
+from backends.model import recipe_kit as kit
+from backends.model.engine import Engine
+from backends.model.leg import Leg
+from backends.model.plan import Command, Contract, CopyRule, Plan
+
+
+def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    cc = ("cc", "-shared", "-fPIC", "-I{src}/api", "-o", "libfixgit.so", "{src}/fixgit.c")
+    # Every source is fetched (the tests add a branch-tracking one, like LiteRT's cpuinfo).
+    downloads = tuple(kit.git_source(engine, name) for name in engine.sources)
+    return Plan(leg=leg, version=engine.version, archive=archive, downloads=downloads,
+                build=(Command("cc", cc, cwd="{install}"),),
+                collect=(CopyRule("{install}/libfixgit.so", "lib"), CopyRule("{src}/api/fixgit.h", "include")),
+                contract=Contract(required=("include/fixgit.h", "lib/libfixgit.so"),
+                                  symbols=(("lib/libfixgit.so", "fixgit_answer"),)))
+'''
+
+
+@dataclass
+class GitUpstream:
+    """Bare repositories `fixgit.git` (tags v<version>, branch main) and its submodule
+    `fixgit-api.git` under `root`, with the commit of each tag."""
+
+    root: Path
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"file://{self.root / 'fixgit.git'}"
+
+    def git(self, repo: str, *args: str) -> str:
+        argv = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "protocol.file.allow=always", *args]
+        return subprocess.run(argv, cwd=self.root / "work" / repo, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    def release(self, version: str, answer: int) -> str:
+        """Commit a new header and source, tag v<version> (annotated), push; returns the commit."""
+        (self.root / "work/fixgit-api/fixgit.h").write_text(FIXGIT_HEADER.format(answer=answer))
+        self.git("fixgit-api", "commit", "-q", "-am", f"answer {answer}")
+        self.git("fixgit-api", "push", "-q", "origin", "main")
+        self.git("fixgit", "submodule", "update", "-q", "--remote", "api")
+        (self.root / "work/fixgit/fixgit.c").write_text(FIXGIT_SOURCE + f"/* {version} */\n")
+        self.git("fixgit", "commit", "-q", "-am", f"release {version}")
+        self.git("fixgit", "tag", "-a", f"v{version}", "-m", version)
+        self.git("fixgit", "push", "-q", "--follow-tags", "origin", "main")
+        self.tags[version] = self.git("fixgit", "rev-parse", "HEAD")
+        return self.tags[version]
+
+    def take_offline(self) -> None:
+        for name in ("fixgit", "fixgit-api"):
+            shutil.move(self.root / f"{name}.git", self.root / f"{name}.offline")
+
+
+def make_git_upstream(root: Path) -> GitUpstream:
+    """The fixgit upstream at v1.0.0 (answer 42)."""
+    upstream = GitUpstream(root)
+    for name in ("fixgit-api", "fixgit"):
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(root / f"{name}.git")], check=True)
+        subprocess.run(["git", "clone", "-q", str(root / f"{name}.git"), str(root / "work" / name)], check=True,
+                       capture_output=True)
+        upstream.git(name, "checkout", "-q", "-b", "main")
+    (root / "work/fixgit-api/fixgit.h").write_text(FIXGIT_HEADER.format(answer=0))
+    upstream.git("fixgit-api", "add", "fixgit.h")
+    upstream.git("fixgit-api", "commit", "-q", "-m", "api")
+    upstream.git("fixgit-api", "push", "-q", "origin", "main")
+    (root / "work/fixgit/fixgit.c").write_text(FIXGIT_SOURCE)
+    upstream.git("fixgit", "add", "fixgit.c")
+    upstream.git("fixgit", "submodule", "add", "-q", "-b", "main", "../fixgit-api.git", "api")
+    upstream.git("fixgit", "commit", "-q", "-m", "source")
+    upstream.release(FIXGIT_VERSION, 42)
+    return upstream
+
+
+def write_fixgit(project: Path, url: str, *, commit: str = "", version: str = FIXGIT_VERSION,
+                 rows: Sequence[LegRow] = (LegRow(kind="shared", can_run=False),), extra_sources: str = "") -> None:
+    """engines/fixgit (engine.toml with its git source, recipe.py) and variants/fixgit.toml."""
+    engine = project / "engines/fixgit"
+    _write(engine / "engine.toml", f"""\
+name = "fixgit"
+libname = "fixgit"
+version = "{version}"
+license = "MIT"
+
+[sources.source]
+kind = "git"
+url = "{url}"
+ref = "v{{version}}"
+commit = "{commit}"         # recorded by scons lock
+submodules = true
+{extra_sources}
+[sha256]
+""")
+    _write(engine / "recipe.py", FIXGIT_RECIPE)
+    _write(project / "variants/fixgit.toml", variants_toml(rows, "fixgit (fixture) legs"))
+
+
 def new_project(project: Path) -> Path:
     """An empty project: the repo's SConstruct, symlinks to its site_scons and to the
     contract data every engine shares (engines/contracts.toml)."""

@@ -21,7 +21,7 @@ def test_unpinned_download_is_refused_then_recorded_by_lock(project_factory, ups
     project = _project(project_factory, upstreams, pins={})
     refused = scons(project, LEG)
     assert refused.returncode != 0
-    assert f"{name} has no sha256 pin; run with lock=1" in refused.output
+    assert f"{name} has no sha256 pin: `scons lock` records it" in refused.output
     assert not (project / "dist").exists() or not any((project / "dist").iterdir())
     locked = scons(project, LEG, "lock=1")
     assert locked.returncode == 0, str(locked)

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from backends.binary_cache import DirectoryStore, GitHubReleaseStore, ReadOnly, store_for
 from backends.steps.archive import sha256_sidecar
-from fake_github import REPO, TOKEN, FakeGitHub, github  # noqa: F401 (github: the fixture)
+from fake_github import REPO, TOKEN, FakeGitHub, serve
 
 KEY = "ab" * 32
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with serve() as state:
+        yield state
 ARCHIVE = "pkg-1.0-Linux-x86_64-shared.zip"
 
 
@@ -46,7 +53,7 @@ def test_directory_store_replaces_an_entry_with_other_bytes(tmp_path: Path) -> N
     assert (tmp_path / "cache" / KEY / ARCHIVE).read_bytes() == b"PK archive"
 
 
-def test_github_release_store(github: FakeGitHub, tmp_path: Path) -> None:  # noqa: F811
+def test_github_release_store(github: FakeGitHub, tmp_path: Path) -> None:
     store = store_for(f"github:{REPO}@binary-cache", {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": github.base})
     assert isinstance(store, GitHubReleaseStore)
     assert not store.fetch(KEY, ARCHIVE, tmp_path / "got")  # no release yet: a miss
@@ -61,7 +68,7 @@ def test_github_release_store(github: FakeGitHub, tmp_path: Path) -> None:  # no
     assert not fresh.fetch("cd" * 32, ARCHIVE, tmp_path / "other")
 
 
-def test_github_release_store_without_a_token_is_read_only(github: FakeGitHub, tmp_path: Path) -> None:  # noqa: F811
+def test_github_release_store_without_a_token_is_read_only(github: FakeGitHub, tmp_path: Path) -> None:
     store = store_for(f"github:{REPO}@binary-cache", {"GITHUB_API_URL": github.base})
     with pytest.raises(ReadOnly, match="no GITHUB_TOKEN"):
         store.put(KEY, _entry(tmp_path / "dist"))

@@ -235,7 +235,7 @@ def test_mirror_miss_falls_through_to_upstream(origin: Origin, tmp_path: Path) -
 
 def test_unpinned_is_refused_without_lock(origin: Origin, tmp_path: Path) -> None:
     origin.files["new.zip"] = b"new"
-    with pytest.raises(FetchError, match="new.zip has no sha256 pin; run with lock=1"):
+    with pytest.raises(FetchError, match="new.zip has no sha256 pin: `scons lock` records it"):
         fetch(Download(origin.url("files", "new.zip"), "new.zip", None), settings(tmp_path))
     assert origin.requests == []
 

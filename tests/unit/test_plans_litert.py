@@ -76,6 +76,7 @@ def test_prebuilt_legs_fetch_the_lfs_file_under_a_unique_name(plans: dict[str, P
                                f"/litert/prebuilt/{sub}/{file}.lfs")
         assert not release.unpack and not plan.build
         names.add(release.filename)
+        assert release.filename == f"{sub}-{COMMIT[:12]}-{file}"  # a new commit pin is a new file pin
         rule = plan.collect[1]
         assert (rule.pattern, rule.dest, rule.rename) == ("{download:release}", "lib", file)
     assert len(names) == len(PREBUILT)  # four legs fetch a `libLiteRt.so.lfs`

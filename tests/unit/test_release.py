@@ -5,14 +5,21 @@ import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
+from backends import github as github_api
 from backends import release
+from fake_github import REPO, TOKEN, FakeGitHub, serve
 
-from fake_github import REPO, TOKEN, FakeGitHub, github  # noqa: F401 (github: the fixture)
 TAG = "v9.9.9"
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with serve() as state:
+        yield state
 
 
 LEGS = [
@@ -173,7 +180,7 @@ def test_changed_asset_is_deleted_then_uploaded(github: FakeGitHub, tmp_path: Pa
 def test_draft_is_found_by_listing_across_pages(github: FakeGitHub, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     github.add_release(TAG, draft=True)
-    for index in range(release.PER_PAGE + 5):
+    for index in range(github_api.PER_PAGE + 5):
         github.add_release(f"v0.0.{index}", draft=False)
     for leg in LEGS:
         _build(tmp_path / "dist", leg)

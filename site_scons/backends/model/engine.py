@@ -65,6 +65,11 @@ class SourceSpec:
     commit: str = ""
     submodules: bool = False
 
+    @property
+    def recorded_commit(self) -> bool:
+        """A commit `scons lock` recorded, as opposed to one a `[pins]` value fills in."""
+        return bool(self.commit) and "{" not in self.commit
+
 
 @dataclass(frozen=True)
 class PatchSpec:
@@ -104,12 +109,25 @@ class Engine:
     sources: Mapping[str, SourceSpec]
     patches: tuple[PatchSpec, ...]
     sha256: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # What a pinned file names (Download.names), by that file's name: recorded by `scons lock`.
+    nested: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # The engine's own version scheme: version= overrides and the pin must match it.
     version_pattern: re.Pattern[str] = re.compile(DEFAULT_VERSION_PATTERN)
 
     def with_version(self, version: str) -> "Engine":
-        """A version override of the pin (not a second pin): names and URLs follow it."""
-        return replace(self, version=version)
+        """A version override of the pin (not a second pin): names and URLs follow it, and a
+        recorded commit whose ref moves with the version (`v{version}`) no longer applies."""
+        moved = replace(self, version=version)
+        sources = {name: replace(spec, commit="") if spec.recorded_commit and moved.ref(name) != self.ref(name)
+                   else spec for name, spec in self.sources.items()}
+        return replace(moved, sources=MappingProxyType(sources))
+
+    def ref(self, source: str) -> str:
+        """The git ref a source names, rendered (`v{version}` -> `v1.26.0`)."""
+        try:
+            return self.sources[source].ref.format(**self.template_vars())
+        except KeyError as missing:
+            raise DataError(f"{self.name}: source {source!r} needs the value {missing} for its ref") from None
 
     def template_vars(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         values = {"version": self.version, **self.pins}
@@ -236,6 +254,7 @@ def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
     if bad:
         raise DataError(f"{where}: [sha256] {bad[0]!r} = {sha256[bad[0]]!r} is not 64 lowercase hex digits "
                         "(remove it and run `scons lock` to record it)")
+    nested = strings(raw, "nested", where)
     package_dirs = typed(raw, "package_dirs", list, where, ["include", "lib"])
     if not all(isinstance(d, str) for d in package_dirs):
         raise DataError(f"{where}: package_dirs must list strings")
@@ -253,5 +272,6 @@ def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
         patches=tuple(_patch(patch, f"{path} [[patches]] #{index}")
                       for index, patch in enumerate(typed(raw, "patches", list, where, []), start=1)),
         sha256=MappingProxyType(sha256),
+        nested=MappingProxyType(nested),
         version_pattern=pattern,
     )

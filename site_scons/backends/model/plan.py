@@ -34,6 +34,10 @@ class Download:
     # resolves to it. Lets an origin of another layout (a wheel's `torch/` for a release
     # zip's `libtorch/`) feed the same stage rules. Empty: the extraction root itself.
     roots: tuple[str, ...] = ()
+    # A JSON field of this file that names a further download (a podspec's `source.http`):
+    # `scons lock` records that URL in engine.toml's `[nested]` and pins the file it names
+    # under its own file name; the build step that reads the field fetches it.
+    names: str = ""
 
 
 @dataclass(frozen=True)

@@ -82,10 +82,14 @@ def git_source(engine: Engine, name: str = "source") -> Download:
     )
 
 
-def url_source(engine: Engine, name: str, params: Mapping[str, str] | None = None, *, unpack: bool = True) -> Download:
+def url_source(engine: Engine, name: str, params: Mapping[str, str] | None = None, *, unpack: bool = True,
+               filename: str = "", names: str = "") -> Download:
+    """A file download, pinned under `filename` (default: the URL's file name; give one when
+    the URL's name is the same for every version, so a new version is a new pin)."""
     url = engine.render_url(name, params)
-    filename = url_filename(url)
-    return Download(name=name, url=url, filename=filename, sha256=engine.pinned_sha256(filename) or "", unpack=unpack)
+    filename = filename or url_filename(url)
+    return Download(name=name, url=url, filename=filename, sha256=engine.pinned_sha256(filename) or "",
+                    unpack=unpack, names=names)
 
 
 def defines(values: Mapping[str, str]) -> tuple[str, ...]:

@@ -81,8 +81,8 @@ def fetch(download: Download, settings: FetchSettings) -> Fetched:
     pin = _normalised_pin(download)
     if pin is None and not settings.lock:
         raise FetchError(
-            f"{download.filename} has no sha256 pin; run with lock=1 to record it "
-            f"(trust on first use)"
+            f"{download.filename} has no sha256 pin: `scons lock` records it from any host (or build "
+            f"with lock=1 to record it here; trust on first use)"
         )
     cache = _Cache(Path(settings.cache_dir))
     if pin is not None and (hit := cache.lookup(pin, download.filename)) is not None:

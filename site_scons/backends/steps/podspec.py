@@ -90,7 +90,7 @@ def fetch_release(url: str, filename: str, pins: Path, settings: FetchSettings) 
     if pin is None and not settings.lock:
         raise PodspecError(
             f"{filename} (from the podspec) has no sha256 pin: add \"{filename}\" = \"<sha256>\" "
-            f"to [sha256] in {pins}, or run with lock=1 to fetch it and print its hash")
+            f"to [sha256] in {pins}: `scons lock` records it from any host (or build with lock=1)")
     try:
         fetched = fetch(Download(url=url, filename=filename, sha256=pin), settings)
     except FetchError as error:

@@ -1,0 +1,260 @@
+"""`scons lock`: record the pins a selection is missing, from any host, without building.
+
+For every input of the selected legs (inputs.py): a file is fetched through the download
+cache (`mirror=`, `offline=`, an `origin=` of the same file name) and hashed; a git ref is
+resolved with `git ls-remote` (no clone); a file that names another one (TFLite's podspec)
+is read, and the file it names fetched too. What is missing is recorded into engine.toml
+(trust on first use). What is recorded is checked and never overwritten: another file, a
+moved tag or another named URL is an error naming both values, and then nothing is written.
+A branch (`ref = "main"`) is recorded as the commit it names now; later locks keep that
+commit and say where the branch moved. Nothing is written under build/ or dist/.
+
+Pins the data no longer asks for are edited data, not conflicts: a recorded commit that
+upstream names by another tag (the version line was edited) is replaced by the new tag's,
+and when every leg of an engine is selected, the pins none of them uses are dropped.
+`version=V` first bumps the one selected engine: its `version` line, and the pins only the
+old version used (a file whose URL changes, a commit whose ref follows the version), judged
+over all of the engine's legs however narrow the selection.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Sequence
+
+from .explain import format_table
+from .frontend import Settings
+from .inputs import FILE, GIT, UNPINNED, Input, collect
+from .model.engine import Engine, url_filename
+from .model.leg import Leg
+from .model.matrix import Matrix
+from .model.plan import Plan
+from .model.recipes import plan_all
+from .pins import Changes, apply
+from .steps import fetch as fetch_step
+from .steps import git
+from .steps.podspec import PodspecError, podspec_field
+
+
+class LockError(RuntimeError):
+    """An input that cannot be pinned, or a recorded pin upstream contradicts."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    input: Input
+    old: str
+    new: str
+    note: str = ""
+
+    def row(self) -> dict[str, str]:
+        if self.old != self.new:
+            pin = f"{self.old or UNPINNED} -> {self.new}"
+        else:
+            pin = self.old + ("" if self.note else " (verified)")
+        return {"engine": self.input.engine, "input": self.input.name, "legs": str(len(self.input.legs)),
+                "pin": pin + (f"; {self.note}" if self.note else "")}
+
+
+@dataclass(frozen=True)
+class Bump:
+    """A version bump of one engine: the data it builds with, and the pins it drops."""
+
+    engine: str
+    version: str
+    matrix: Matrix  # with the engine at its new version, minus the dropped pins
+    changes: Changes  # the version line and the dropped pins, to write
+
+
+def lock(matrix: Matrix, legs: Sequence[Leg], settings: Settings) -> str:
+    """Resolve every input of `legs`, record what is missing; the table of what was done."""
+    bump = bump_version(matrix, legs, settings.version) if settings.version else None
+    data = bump.matrix if bump else matrix
+    plans = plan_all(data, list(legs))
+    outcomes, errors = [], []
+    for item in collect(plans, data):
+        if item.parent:
+            continue  # resolved with the file that names it
+        try:
+            outcomes += _resolve(item, _origin(item, plans, settings), settings, data.engines[item.engine])
+        except LockError as error:
+            errors.append(f"{item.label}: {error}")
+    if errors:
+        raise LockError("\n".join(errors) + "\nnothing was written to engine.toml")
+    changes = _unused_pins(data, legs, outcomes)
+    if bump:
+        changes[bump.engine] = _merged(bump.changes, changes.get(bump.engine, Changes()))
+    written = _write(outcomes, changes, data)
+    lines = [format_table([o.row() for o in outcomes])]
+    if bump:
+        lines.append(f"{bump.engine}: version {matrix.engines[bump.engine].version} -> {bump.version}")
+    for engine, edit in changes.items():
+        if _dropped(edit):
+            lines.append(f"{engine}: dropped the pins no leg uses any more: {', '.join(_dropped(edit))}")
+    lines.append(f"recorded {written} new pin{'' if written == 1 else 's'}: review `git diff engines/` and commit it"
+                 if written or any(changes.values()) else
+                 "every input was already pinned and matches upstream: nothing written")
+    return "\n".join(lines)
+
+
+def _unused_pins(data: Matrix, legs: Sequence[Leg], outcomes: Sequence[Outcome]) -> dict[str, Changes]:
+    """For each engine whose every leg is selected: the recorded pins no input uses (left by a
+    hand-edited version or `[pins]` value)."""
+    selected = {leg.id for leg in legs}
+    changes = {}
+    for name in dict.fromkeys(leg.engine for leg in legs):
+        if not all(leg.id in selected for leg in data.legs if leg.engine == name):
+            continue
+        engine = data.engines[name]
+        used = [o.input for o in outcomes if o.input.engine == name and o.input.kind == FILE]
+        unused = Changes(drop_sha256=set(engine.sha256) - {item.key for item in used},
+                         drop_nested=set(engine.nested) - {item.key for item in used if item.names})
+        if unused:
+            changes[name] = unused
+    return changes
+
+
+def _merged(first: Changes, second: Changes) -> Changes:
+    return replace(first, drop_sha256=first.drop_sha256 | second.drop_sha256,
+                   drop_nested=first.drop_nested | second.drop_nested)
+
+
+# -- a version bump ---------------------------------------------------------------------------
+
+def bump_version(matrix: Matrix, legs: Sequence[Leg], version: str) -> Bump:
+    """The selected engine at `version`, without the pins only its old version used."""
+    name = legs[0].engine  # the frontend allows version= with one engine only
+    engine = matrix.engines[name]
+    every = [leg for leg in matrix.legs if leg.engine == name]
+    moved = engine.with_version(version)
+    old_files = _file_urls(plan_all(matrix, every), matrix)
+    new_files = _file_urls(plan_all(_with_engine(matrix, moved), every), matrix)
+    dropped = {key for key, url in old_files.items() if new_files.get(key) != url and key in engine.sha256}
+    nested = {key for key in dropped if key in engine.nested}
+    dropped |= {url_filename(engine.nested[key]) for key in nested} & set(engine.sha256)
+    cleared = {source for source, spec in engine.sources.items()
+               if spec.recorded_commit and not moved.sources[source].commit}
+    cleaned = replace(moved, sha256=MappingProxyType({k: v for k, v in engine.sha256.items() if k not in dropped}),
+                      nested=MappingProxyType({k: v for k, v in engine.nested.items() if k not in nested}))
+    changes = Changes(version=version, drop_sha256=dropped, drop_nested=nested,
+                      commits={source: "" for source in cleared})
+    return Bump(name, version, _with_engine(matrix, cleaned), changes)
+
+
+def _file_urls(plans: Sequence[Plan], matrix: Matrix) -> dict[str, str]:
+    return {item.key: item.url for item in collect(plans, matrix) if item.kind == FILE and not item.parent}
+
+
+def _with_engine(matrix: Matrix, engine: Engine) -> Matrix:
+    return replace(matrix, engines=MappingProxyType({**matrix.engines, engine.name: engine}))
+
+
+def _dropped(changes: Changes) -> list[str]:
+    cleared = (f"{source} commit" for source, commit in sorted(changes.commits.items()) if not commit)
+    return [*sorted(changes.drop_sha256), *(f"[nested] {name}" for name in sorted(changes.drop_nested)), *cleared]
+
+
+# -- resolving one input ----------------------------------------------------------------------
+
+def _origin(item: Input, plans: Sequence[Plan], settings: Settings) -> str:
+    """The `origin=` standing in for `item`: by source name, or as its legs' main download."""
+    origins = settings.origins
+    if item.source in origins:
+        return origins[item.source]
+    main = any(plan.downloads and plan.downloads[0].name == item.source and plan.leg.id in item.legs
+               for plan in plans)
+    return origins.get("", "") if main else ""
+
+
+def _resolve(item: Input, origin: str, settings: Settings, engine: Engine) -> list[Outcome]:
+    if item.kind == GIT:
+        return [_resolve_git(item, origin, settings)]
+    fetched = _fetch(item, origin, settings)
+    outcomes = [Outcome(item, item.pin, fetched.sha256)]
+    if item.names:
+        outcomes.append(_resolve_named(item, fetched.path, settings, engine))
+    return outcomes
+
+
+def _fetch(item: Input, origin: str, settings: Settings) -> fetch_step.Fetched:
+    if origin and url_filename(origin.replace("\\", "/")) != item.key:
+        raise LockError(f"origin={origin} is not {item.key}: lock pins upstream's own file, so an origin must be "
+                        "a copy of it under the same name (use it for builds, not for locking)")
+    print(f"lock: {item.label} <- {origin or item.url}", file=sys.stderr, flush=True)
+    download = fetch_step.Download(url=origin or item.url, filename=item.key, sha256=item.pin or None)
+    try:
+        return fetch_step.fetch(download, fetch_step.FetchSettings(
+            cache_dir=settings.cache, mirrors=settings.mirrors, offline=settings.offline, lock=True))
+    except fetch_step.FetchError as error:
+        raise LockError(str(error)) from None
+
+
+def _resolve_named(parent: Input, path: Path, settings: Settings, engine: Engine) -> Outcome:
+    """The file `parent` names in its field: recorded in [nested] and pinned under its own name."""
+    try:
+        url = podspec_field(path, parent.names)
+    except PodspecError as error:
+        raise LockError(str(error)) from None
+    recorded = engine.nested.get(parent.key, "")
+    if recorded and recorded != url:
+        raise LockError(f"{parent.key} names {url} in {parent.names}, but [nested] records {recorded}")
+    filename = url_filename(url)
+    named = Input(parent.engine, parent.source, FILE, filename, url, pin=engine.sha256.get(filename, ""),
+                  legs=parent.legs, parent=parent.key)
+    fetched = _fetch(named, "", settings)
+    return Outcome(named, named.pin, fetched.sha256, note="" if recorded else f"named in {parent.key}")
+
+
+def _resolve_git(item: Input, origin: str, settings: Settings) -> Outcome:
+    if git.is_commit(item.ref):
+        if item.pin and item.pin != item.ref:
+            raise LockError(f"the ref is the commit {item.ref}, but commit says {item.pin}: make them one")
+        return Outcome(item, item.pin, item.ref, note="the ref is the commit")
+    remotes = git.Remotes(settings.cache, settings.mirrors, settings.offline).of(item.url, origin)
+    if not remotes:
+        raise LockError(f"offline, and no mirror= directory holds a clone named {git.repository_name(item.url)}")
+    failures = []
+    for remote in remotes:
+        print(f"lock: {item.label} <- git ls-remote {remote}", file=sys.stderr, flush=True)
+        try:
+            resolved = git.resolve(remote, item.ref)
+        except git.GitError as error:
+            failures.append(str(error))
+            continue
+        if not item.pin or resolved.commit == item.pin:
+            return Outcome(item, item.pin, resolved.commit)
+        if resolved.moving:
+            return Outcome(item, item.pin, item.pin, note=f"branch {item.ref} is now at {resolved.commit}")
+        earlier = git.tags_at(remote, item.pin)
+        if earlier:  # the data moved to another tag (a hand-edited version or [pins] value)
+            return Outcome(item, item.pin, resolved.commit, note=f"the recorded commit is {earlier[0]}'s")
+        raise LockError(f"commit mismatch: engine.toml pins {item.pin}, which no tag of {remote} names, but "
+                        f"{resolved.ref} is {resolved.commit}. A tag that moved is not the release that was "
+                        "pinned: check upstream, and only then clear the commit and lock again")
+    raise LockError("; ".join(failures))
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+def _write(outcomes: Sequence[Outcome], changes: dict[str, Changes], data: Matrix) -> int:
+    """Add what is new to `changes` and write them, one locked edit per engine.toml; returns
+    how many pins were recorded."""
+    written = 0
+    for outcome in outcomes:
+        item = outcome.input
+        edit = changes.setdefault(item.engine, Changes())
+        if item.parent and item.parent not in data.engines[item.engine].nested:
+            edit.nested[item.parent] = item.url
+        if outcome.old == outcome.new:
+            continue
+        if item.kind == GIT:
+            edit.commits[item.source] = outcome.new
+        else:
+            edit.sha256[item.key] = outcome.new
+        written += 1
+    for engine, edit in changes.items():
+        if edit:
+            apply(data.engines[engine].root / "engine.toml", edit)
+    return written

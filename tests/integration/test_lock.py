@@ -1,0 +1,211 @@
+"""`scons lock` and `scons pins` on fixture upstreams: pins recorded from this Linux host for
+legs that build elsewhere, git refs resolved from a local bare mirror, recorded pins checked
+and never overwritten, and nothing written under build/ or dist/."""
+from __future__ import annotations
+
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import fixtures
+from fixtures import LegRow, scons
+
+# Legs that build from source on their runners only (the fixture recipe's download is their input).
+WINDOWS = LegRow(platform="windows-x86_64", runner="windows-2025", params={"asset": "fixbin-win-x64", "ext": "tgz"})
+MACOS = LegRow(platform="macos-arm64", runner="macos-15", params={"asset": "fixbin-osx-arm64", "ext": "tgz"})
+LINUX = fixtures.FIXBIN_LEGS[0]
+ROWS = (LINUX, WINDOWS, MACOS)
+ELSEWHERE = ("fixbin-windows-x86_64-shared", "fixbin-macos-arm64-shared")  # legs this host cannot build
+MIRROR_URL = "https://example.invalid/anira/fixgit"  # never reached: offline, from the mirror= directory
+
+
+@pytest.fixture
+def served(tmp_path: Path, tools: None):
+    """A private upstream (tests here change its files): one fixbin release per row's asset."""
+    with fixtures.Server(tmp_path / "served") as server:
+        pins = fixtures.make_fixbin_release(server.root, assets=[row.params["asset"] for row in ROWS])
+        yield server, pins
+
+
+def _fixbin_project(tmp_path: Path, server: fixtures.Server, name: str = "project") -> Path:
+    project = fixtures.new_project(tmp_path / name)
+    fixtures.write_fixbin(project, f"{server.base_url}/{{asset}}-{{version}}.{{ext}}", {}, rows=ROWS)
+    return project
+
+
+def _sha256_table(project: Path, engine: str) -> dict[str, str]:
+    return tomllib.loads((project / f"engines/{engine}/engine.toml").read_text()).get("sha256", {})
+
+
+def _nothing_built(project: Path) -> bool:
+    return not (project / "build").exists() and not (project / "dist").exists()
+
+
+def test_lock_pins_windows_and_macos_legs_from_this_linux_host(tmp_path: Path, served) -> None:
+    server, pins = served
+    project = _fixbin_project(tmp_path, server)
+    refused = scons(project, ELSEWHERE[0])
+    assert refused.returncode != 0 and "builds on windows-2025" in refused.stderr
+
+    locked = scons(project, "lock", *ELSEWHERE)
+    assert locked.returncode == 0, str(locked)
+    wanted = {fixtures.fixbin_asset(row.params["asset"]) for row in (WINDOWS, MACOS)}
+    assert _sha256_table(project, "fixbin") == {name: pins[name] for name in wanted}
+    for name in wanted:
+        assert f"unpinned -> {pins[name]}" in locked.stdout
+    assert "recorded 2 new pins" in locked.stdout
+    assert _nothing_built(project)
+
+    partly = scons(project, "pins")  # the Linux leg's release is still unpinned
+    assert partly.returncode == 1
+    linux = fixtures.fixbin_asset(LINUX.params["asset"])
+    assert f"1 input unpinned: fixbin {linux}" in partly.stderr and "scons lock engine=fixbin" in partly.stderr
+    assert scons(project, "pins", *ELSEWHERE).returncode == 0
+    assert _nothing_built(project)
+
+
+def test_a_second_lock_changes_nothing(tmp_path: Path, served) -> None:
+    server, _ = served
+    project = _fixbin_project(tmp_path, server)
+    assert scons(project, "lock").returncode == 0
+    toml = project / "engines/fixbin/engine.toml"
+    before = (toml.read_bytes(), toml.stat().st_mtime_ns)
+    again = scons(project, "lock")
+    assert again.returncode == 0, str(again)
+    assert (toml.read_bytes(), toml.stat().st_mtime_ns) == before
+    assert again.stdout.count("(verified)") == len(ROWS) and "nothing written" in again.stdout
+    assert scons(project, "pins").returncode == 0
+
+
+def test_a_changed_upstream_file_fails_with_both_hashes_and_nothing_written(tmp_path: Path, served) -> None:
+    server, pins = served
+    project = _fixbin_project(tmp_path, server)
+    assert scons(project, "lock", ELSEWHERE[0]).returncode == 0
+    toml = project / "engines/fixbin/engine.toml"
+    recorded = toml.read_bytes()
+    windows = fixtures.fixbin_asset(WINDOWS.params["asset"])
+    (server.root / windows).write_bytes(b"re-published with other bytes")
+    changed = fixtures.sha256_of(server.root / windows)
+    # A fresh cache: the pinned copy is not at hand, so upstream's bytes are checked.
+    failed = scons(project, "lock", "cache=fresh-cache")
+    assert failed.returncode != 0
+    assert pins[windows] in failed.stderr and changed in failed.stderr
+    assert "nothing was written to engine.toml" in failed.stderr
+    assert toml.read_bytes() == recorded  # not even the other legs' new pins
+    assert _nothing_built(project)
+
+
+def test_an_origin_of_another_file_cannot_pin(tmp_path: Path, served) -> None:
+    server, _ = served
+    project = _fixbin_project(tmp_path, server)
+    other = tmp_path / "some-other-layout.whl"
+    other.write_bytes(b"not the release")
+    refused = scons(project, "lock", ELSEWHERE[0], f"origin={other}")
+    assert refused.returncode != 0 and "lock pins upstream's own file" in refused.stderr
+    assert _sha256_table(project, "fixbin") == {}
+
+
+# -- git sources ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def git_upstream(tmp_path: Path) -> fixtures.GitUpstream:
+    return fixtures.make_git_upstream(tmp_path / "git-upstream")
+
+
+def _bare_mirror(git_upstream: fixtures.GitUpstream, tmp_path: Path) -> Path:
+    """A mirror= directory holding bare clones named like the repositories."""
+    mirror = tmp_path / "mirror"
+    for name in ("fixgit", "fixgit-api"):
+        subprocess.run(["git", "clone", "-q", "--mirror", str(git_upstream.root / f"{name}.git"),
+                        str(mirror / f"{name}.git")], check=True)
+    return mirror
+
+
+def _commit_of(project: Path, source: str = "source") -> str:
+    data = tomllib.loads((project / "engines/fixgit/engine.toml").read_text())
+    return data["sources"][source]["commit"]
+
+
+TOOLS_SOURCE = '\n[sources.tools]             # a branch, like LiteRT\'s cpuinfo main\nkind = "git"\n' \
+               f'url = "{MIRROR_URL}"\nref = "main"\ncommit = ""\n'
+
+
+def test_lock_records_git_commits_from_a_local_bare_mirror(tmp_path: Path, git_upstream) -> None:
+    mirror = _bare_mirror(git_upstream, tmp_path)
+    project = fixtures.new_project(tmp_path / "project")
+    fixtures.write_fixgit(project, MIRROR_URL, extra_sources=TOOLS_SOURCE)
+    offline = (f"mirror={mirror}", "offline=1")
+    assert scons(project, "pins").returncode == 1
+    locked = scons(project, "lock", *offline)
+    assert locked.returncode == 0, str(locked)
+    assert _commit_of(project) == git_upstream.tags["1.0.0"]  # the annotated tag's commit
+    assert _commit_of(project, "tools") == git_upstream.tags["1.0.0"]  # main, resolved here
+    assert "# recorded by scons lock" in (project / "engines/fixgit/engine.toml").read_text()
+    assert not (project / ".cache").exists() and _nothing_built(project)  # ls-remote: nothing cloned
+    assert scons(project, "pins").returncode == 0
+
+    # main moves on: the recorded commit stays the pin, and lock says where main is now.
+    toml = (project / "engines/fixgit/engine.toml").read_bytes()
+    newer = git_upstream.release("1.1.0", 43)
+    subprocess.run(["git", "-C", str(mirror / "fixgit.git"), "fetch", "-q", "origin", "+refs/*:refs/*"],
+                   check=True)
+    kept = scons(project, "lock", *offline)
+    assert kept.returncode == 0, str(kept)
+    assert f"branch main is now at {newer}" in kept.stdout
+    assert (project / "engines/fixgit/engine.toml").read_bytes() == toml
+
+    # A tag that moved is refused, naming both commits; nothing is written.
+    subprocess.run(["git", "-C", str(mirror / "fixgit.git"), "tag", "-f", "v1.0.0", newer], check=True,
+                   capture_output=True)
+    moved = scons(project, "lock", *offline)
+    assert moved.returncode != 0
+    assert git_upstream.tags["1.0.0"] in moved.stderr and newer in moved.stderr and "tag that moved" in moved.stderr
+    assert (project / "engines/fixgit/engine.toml").read_bytes() == toml
+
+
+def test_a_version_bump_records_the_new_tag(tmp_path: Path, git_upstream) -> None:
+    mirror = _bare_mirror(git_upstream, tmp_path)
+    project = fixtures.new_project(tmp_path / "project")
+    fixtures.write_fixgit(project, MIRROR_URL, commit=git_upstream.tags["1.0.0"])
+    newer = git_upstream.release("1.1.0", 43)
+    subprocess.run(["git", "-C", str(mirror / "fixgit.git"), "fetch", "-q", "origin", "+refs/*:refs/*"],
+                   check=True)
+    bumped = scons(project, "lock", "engine=fixgit", "version=1.1.0", f"mirror={mirror}", "offline=1")
+    assert bumped.returncode == 0, str(bumped)
+    data = tomllib.loads((project / "engines/fixgit/engine.toml").read_text())
+    assert data["version"] == "1.1.0" and data["sources"]["source"]["commit"] == newer
+    assert "fixgit: version 1.0.0 -> 1.1.0" in bumped.stdout and f"unpinned -> {newer}" in bumped.stdout
+
+
+def test_a_hand_edited_version_moves_the_commit_to_the_new_tag(tmp_path: Path, git_upstream) -> None:
+    """`edit one line, run the workflow`: the recorded commit is the old tag's, not a moved tag."""
+    mirror = _bare_mirror(git_upstream, tmp_path)
+    project = fixtures.new_project(tmp_path / "project")
+    fixtures.write_fixgit(project, MIRROR_URL, commit=git_upstream.tags["1.0.0"], version="1.1.0")
+    newer = git_upstream.release("1.1.0", 43)
+    subprocess.run(["git", "-C", str(mirror / "fixgit.git"), "fetch", "-q", "origin", "+refs/*:refs/*"],
+                   check=True)
+    locked = scons(project, "lock", f"mirror={mirror}", "offline=1")
+    assert locked.returncode == 0, str(locked)
+    assert _commit_of(project) == newer
+    assert f"{git_upstream.tags['1.0.0']} -> {newer}; the recorded commit is v1.0.0's" in locked.stdout
+
+
+def test_pins_no_leg_uses_any_more_are_dropped(tmp_path: Path, served) -> None:
+    server, pins = served
+    project = _fixbin_project(tmp_path, server)
+    assert scons(project, "lock").returncode == 0
+    # Upstream renames the Windows asset; the row is edited by hand to follow it.
+    old = fixtures.fixbin_asset(WINDOWS.params["asset"])
+    renamed = fixtures.make_fixbin_release(server.root, assets=["fixbin-windows-x64"])
+    variants = project / "variants/fixbin.toml"
+    variants.write_text(variants.read_text().replace('"fixbin-win-x64"', '"fixbin-windows-x64"'))
+    partial = scons(project, "lock", ELSEWHERE[0])  # a partial selection never judges other legs' pins
+    assert partial.returncode == 0 and old in _sha256_table(project, "fixbin")
+    whole = scons(project, "lock", "engine=fixbin")
+    assert whole.returncode == 0, str(whole)
+    assert _sha256_table(project, "fixbin") == {name: digest for name, digest in {**pins, **renamed}.items()
+                                                if name != old}
+    assert f"fixbin: dropped the pins no leg uses any more: {old}" in whole.stdout
