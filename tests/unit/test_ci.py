@@ -172,6 +172,19 @@ def test_aggregates_wait_only_for_their_own_inputs() -> None:
     assert "exit 1" in download["run"] and "missing" in download["run"]
 
 
+def test_every_leg_job_uses_the_binary_cache_and_only_pushes_write_it() -> None:
+    legs = _load("_legs.yml")
+    assert legs["env"]["BINARY_CACHE"].startswith("github:${{ github.repository }}@")
+    for job in ("build", "aggregate"):
+        step = next(s for s in legs["jobs"][job]["steps"] if "scons \"$LEG\"" in s.get("run", ""))
+        assert '"binary_cache=$BINARY_CACHE" "binary_cache_write=$WRITE"' in step["run"], job
+        assert step["env"]["WRITE"] == "${{ inputs.binary_cache_write && '1' || '0' }}", job
+        assert step["env"]["GITHUB_TOKEN"] == "${{ github.token }}", job
+    caller = _load("ci.yml")["jobs"]["legs"]
+    assert caller["with"]["binary_cache_write"] == "${{ github.event_name == 'push' }}"  # never pull requests
+    assert caller["permissions"]["contents"] == "write"
+
+
 def test_triggers_concurrency_and_release_gate() -> None:
     workflow = _load("ci.yml")
     triggers = workflow.get("on", workflow.get(True))
