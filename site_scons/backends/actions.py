@@ -29,10 +29,10 @@ from .binary_cache import CacheError, Store, check_entry, warn
 from .frontend import Settings
 from .legkey import LegKey
 from .host import Host
-from .model.engine import Engine
+from .model.engine import Engine, origin_filename, url_filename
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
-from .model.recipes import leg_engine, plan_leg
+from .model.recipes import leg_engine
 from .pins import record_commit, record_pin
 from .records import INPUTS, OUTPUTS, Inputs, Records
 from .steps import archive as archive_step
@@ -243,8 +243,8 @@ def fetch(engine_name: str, download: Download, origin: str, record: Path) -> St
         return _git_checkout(engine_name, download, origin, record)
     settings = run.settings
     fetched = fetch_step.fetch(
-        fetch_step.Download(url=origin or download.url, filename=Path(origin).name if origin else download.filename,
-                            sha256=None if origin else (download.sha256 or None)),
+        fetch_step.Download(url=origin or download.url, filename=origin_filename(origin) if origin else download.filename,
+                            sha256=_origin_pin(engine_name, origin) if origin else (download.sha256 or None)),
         fetch_step.FetchSettings(cache_dir=settings.cache, mirrors=settings.mirrors, offline=settings.offline,
                                  lock=settings.lock or bool(origin)))
     if settings.lock and not origin and not download.sha256:
@@ -252,6 +252,13 @@ def fetch(engine_name: str, download: Download, origin: str, record: Path) -> St
     body = {"name": download.name, "url": download.url, "override": origin, "filename": download.filename,
             "sha256": fetched.sha256, "path": str(fetched.path)}
     return StepResult(body, outputs=(fetched.path,))
+
+
+def _origin_pin(engine_name: str, origin: str) -> str | None:
+    """A URL origin is held to any pin recorded for its file name; a local file is the user's own."""
+    if "://" not in origin:
+        return None
+    return _run().matrix.engines[engine_name].pinned_sha256(url_filename(origin))
 
 
 def _git_checkout(engine_name: str, download: Download, origin: str, record: Path) -> StepResult:

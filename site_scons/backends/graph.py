@@ -25,7 +25,7 @@ from .binary_cache import CacheError, check_entry, warn
 from .canonical import canonical, digest, plain
 from .frontend import Invocation, Settings
 from .host import Host
-from .model.engine import Engine
+from .model.engine import Engine, origin_filename
 from .model.leg import Leg
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
@@ -146,7 +146,7 @@ class Graph:
             return self._reuse(target, plan.leg), target
         origin = self._origin(plan, download)
         node = self._step([target], [fetch_node], "extract", plan.leg.id,
-                          Path(origin).name if origin else download.filename,
+                          origin_filename(origin) if origin else download.filename,
                           partial(actions.extract_download, download, fetch_manifest, target.with_suffix("")),
                           {"roots": download.roots})
         self.env.Clean(node, str(target.with_suffix("")))

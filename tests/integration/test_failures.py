@@ -60,6 +60,22 @@ def test_checksum_mismatch(project_factory, upstreams):
     _nothing_published(project)
 
 
+def test_a_url_origin_is_held_to_the_pin_of_its_file_name(project_factory, upstreams, tmp_path):
+    """origin=<URL> lock=1 fetches what the URL serves, but a pin recorded for that file name still
+    decides: modified bytes under the pinned name fail, and nothing is cached or published."""
+    (name, good), = upstreams.fixbin_pins.items()
+    served = tmp_path / "elsewhere"
+    served.mkdir()
+    (served / name).write_bytes((upstreams.root / name).read_bytes() + b"tampered")
+    project = _fixbin_project(project_factory, upstreams)
+    with fixtures.Server(served) as server:
+        run = _failed(scons(project, FIXBIN_LEG, f"origin={server.base_url}/{name}", "lock=1"))
+    assert "sha256 mismatch" in run.stderr and good in run.stderr, str(run)
+    assert _cache_files(project) == []
+    _nothing_published(project)
+    assert good in (project / "engines/fixbin/engine.toml").read_text(), "the pin was overwritten"
+
+
 def test_http_404(project_factory, upstreams):
     params = {"asset": "fixbin-linux-x64-withdrawn", "ext": "tgz"}
     project = _fixbin_project(project_factory, upstreams, params=params,
@@ -124,6 +140,14 @@ def test_cpu_build_mislabelled_gpu_is_caught_by_verify(project_factory):
     (("engine=fixsrc", "kind=xcframework"), "fixsrc ships no xcframework legs"),
     (("fixsrc-linux-x86_64-shard",), "unknown leg 'fixsrc-linux-x86_64-shard' (did you mean fixsrc-linux-x86_64-shared?)"),
     (("engine=fixsrc", "format=rar"), "unknown format 'rar'"),
+    (("nonsense",), "unknown target 'nonsense'"),
+    (("engine=",), "engine= is empty"),
+    (("engine=fixsrc", "cache="), "cache= is empty"),
+    (("engine=fixsrc", "version=1/../../../../../elsewhere/x"), "no path separators"),
+    (("fixsrc-linux-x86_64-shared", "kind=static"), "kind=static would be ignored"),
+    (("fixsrc-linux-x86_64-shared", "origin=relase=/etc/hostname"), "no source named 'relase'"),
+    (("fixsrc-linux-x86_64-shared", "origin=/nonexistent/fixsrc.tar.gz"), "does not exist"),
+    (("fixsrc-linux-x86_64-shared", "origin=http://127.0.0.1:9/fixsrc.tar.gz"), "is a URL: add lock=1"),
 ])
 def test_bad_command_line_writes_nothing(project_factory, args, message):
     project = project_factory()

@@ -174,3 +174,47 @@ def test_until_must_be_a_version(project: Path) -> None:
     replace_text(project / "engines" / "onnxruntime" / "engine.toml", 'until = "', 'until = "v')
     with pytest.raises(DataError, match=r"until 'v[\d.]+' is not a version such as 1.26.0"):
         load_matrix(project)
+
+
+# -- fields typed at load: a hostile or careless edit fails naming the file and field -----------
+
+BAD_DATA = [
+    ("variants/executorch.toml", "can_run = false", 'can_run = "false"',
+     r"executorch.toml leg #\d+: can_run must be a boolean \(true or false\), not 'false'"),
+    ("variants/executorch.toml", "publish = false", 'publish = "no"',
+     r"executorch.toml leg #\d+: publish must be a boolean \(true or false\), not 'no'"),
+    ("engines/onnxruntime/engine.toml", 'version = "', "version = 1.26 #",
+     r"onnxruntime/engine.toml: version must be a string, not 1.26"),
+    ("engines/onnxruntime/engine.toml", "[sources.aar]\n", '[sources.aar]\nkind = "ftp"\n',
+     r"\[sources.aar\]: kind 'ftp' is not one of archive, git"),
+    ("engines/onnxruntime/engine.toml", 'commit = "', 'commit = "abc" #',
+     r"\[sources.source\]: commit 'abc' is not a 40-digit hex commit id"),
+    ("engines/onnxruntime/engine.toml", 'libname = "onnxruntime"', 'libname = "../../elsewhere"',
+     r"libname '../../elsewhere' must be one plain file name"),
+    ("engines/onnxruntime/engine.toml", 'libname = "onnxruntime"', "libname = 3",
+     r"libname must be a string, not 3"),
+    ("engines/onnxruntime/engine.toml", 'package_dirs = ["include", "lib"]', 'package_dirs = ["include", "../lib"]',
+     r"package_dirs entry '../lib' must be one plain file name"),
+    ("engines/onnxruntime/engine.toml", 'package_dirs = ["include", "lib"]', 'package_dirs = "lib"',
+     r"package_dirs must be a list, not 'lib'"),
+    ("engines/onnxruntime/engine.toml", "[pins]\n", "[pins]\nthreads = 4\n",
+     r"pins.threads must be a string, not 4"),
+    ("engines/onnxruntime/engine.toml", 'file = "patches/coreml_proto_export.py"', 'file = "../libtorch/recipe.py"',
+     r"file '../libtorch/recipe.py' must be a script in the engine's patches/ directory"),
+    ("engines/onnxruntime/engine.toml", 'file = "patches/coreml_proto_export.py"', 'file = "patches/nosuch.py"',
+     r"patch files not found: patches/nosuch.py"),
+    ("engines/onnxruntime/engine.toml", 'version = "', 'version_pattern = ".*"\nversion = "1.26/../x" #',
+     r"version '1.26/../x' must be one plain file name"),
+    ("engines/onnxruntime/engine.toml", "[sha256]\n", '[sha256]\n"extra.tgz" = "abc"\n',
+     r"\[sha256\] 'extra.tgz' = 'abc' is not 64 lowercase hex digits"),
+]
+
+
+@pytest.mark.parametrize("relative, old, new, error", BAD_DATA)
+def test_bad_data_is_refused_at_load(project: Path, relative: str, old: str, new: str, error: str) -> None:
+    path = project / relative
+    text = path.read_text()
+    assert old in text, f"{relative} has no {old!r}"
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(DataError, match=error):
+        load_matrix(project)

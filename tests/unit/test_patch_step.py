@@ -52,3 +52,21 @@ def test_a_patch_that_no_longer_applies_fails_and_leaves_no_half_tree(tmp_path):
     with pytest.raises(PatchError, match=f"patch stale no longer applies to {TARGET}: upstream text changed"):
         prepare_tree(origin(tmp_path), tmp_path / "patched", [script])
     assert not (tmp_path / "patched").exists() and not (tmp_path / "patched.tmp").exists()
+
+
+def test_a_patch_whose_files_match_nothing_fails(tmp_path):
+    moved = tmp_path / "moved.py"
+    moved.write_text("FILES = ('cmake/onnxruntime_providers_coreml_moved.cmake', 'tools/*.cmake')\n"
+                     "def already_fixed(path, text): return False\n"
+                     "def apply(path, text): return None\n")
+    with pytest.raises(PatchError, match="patch moved: its FILES .* match nothing in the source tree"):
+        prepare_tree(origin(tmp_path), tmp_path / "patched", [moved])
+    assert not (tmp_path / "patched").exists()
+
+
+def test_files_that_need_no_edit_are_reported_not_failed(tmp_path):
+    idle = tmp_path / "idle.py"
+    idle.write_text("FILES = ('cmake/*.cmake',)\n"
+                    "def already_fixed(path, text): return False\n"
+                    "def apply(path, text): return None\n")
+    assert [o.status for o in prepare_tree(origin(tmp_path), tmp_path / "patched", [idle])] == ["nothing to change"]

@@ -20,6 +20,8 @@ DEFAULT_VERSION_PATTERN = r"\d+\.\d+\.\d+"
 SOURCE_KINDS = ("archive", "git")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+# Names that end up in file names (versions, library names, package dirs): one path component.
+_FILE_NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _MISSING = object()
 _TYPE_NAMES = {str: "string", bool: "boolean (true or false)", list: "list", dict: "table"}
 
@@ -33,6 +35,14 @@ def typed(raw: Mapping[str, object], key: str, kind: type, where: str, default: 
     value = raw[key]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise DataError(f"{where}: {key} must be a {_TYPE_NAMES.get(kind, kind.__name__)}, not {value!r}")
+    return value
+
+
+def file_name_part(value: str, field: str, where: str) -> str:
+    """`value`, refused unless it can be one path component (no separators, no `..`)."""
+    if not _FILE_NAME_PART.fullmatch(value) or ".." in value:
+        raise DataError(f"{where}: {field} {value!r} must be one plain file name "
+                        "(letters, digits, . _ + -; no separators, no '..')")
     return value
 
 
@@ -152,6 +162,11 @@ def url_filename(url: str) -> str:
     return urllib.parse.unquote(url.rstrip("/").rsplit("/", 1)[-1])
 
 
+def origin_filename(origin: str) -> str:
+    """The file name an `origin=` override (a URL or a local path) stands for."""
+    return url_filename(origin) if "://" in origin else Path(origin).name
+
+
 def _source(name: str, raw: Mapping[str, object], where: str) -> SourceSpec:
     where = f"{where} [sources.{name}]"
     if not isinstance(raw, dict):
@@ -179,6 +194,9 @@ def _patch(raw: Mapping[str, object], where: str) -> PatchSpec:
     if unknown:
         raise DataError(f"{where}: unknown fields {', '.join(unknown)}; fields: {', '.join(PATCH_FIELDS)}")
     file = str(raw["file"])
+    if Path(file).parent != Path("patches") or Path(file).suffix != ".py":
+        raise DataError(f"{where}: file {file!r} must be a script in the engine's patches/ directory "
+                        "(patches/<name>.py)")
     until = str(raw.get("until", ""))
     if until and not _VERSION.fullmatch(until):
         raise DataError(f"{where}: until {until!r} is not a version such as 1.26.0")
@@ -249,6 +267,7 @@ def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
     pattern = re.compile(typed(raw, "version_pattern", str, where, DEFAULT_VERSION_PATTERN))
     if not pattern.fullmatch(version):
         raise DataError(f"{where}: version {version!r} does not match version_pattern {pattern.pattern!r}")
+    file_name_part(version, "version", where)
     sha256 = strings(raw, "sha256", where)
     bad = [name for name, pin in sha256.items() if pin and not _SHA256.fullmatch(pin)]
     if bad:
@@ -258,9 +277,11 @@ def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
     package_dirs = typed(raw, "package_dirs", list, where, ["include", "lib"])
     if not all(isinstance(d, str) for d in package_dirs):
         raise DataError(f"{where}: package_dirs must list strings")
+    for directory in package_dirs:
+        file_name_part(directory, "package_dirs entry", where)
     return Engine(
         name=str(raw["name"]),
-        libname=typed(raw, "libname", str, where),
+        libname=file_name_part(typed(raw, "libname", str, where), "libname", where),
         version=version,
         license=typed(raw, "license", str, where),
         homepage=typed(raw, "homepage", str, where, ""),

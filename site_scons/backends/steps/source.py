@@ -27,7 +27,7 @@ class PatchError(RuntimeError):
 @dataclass(frozen=True)
 class PatchOutcome:
     name: str
-    status: str  # applied | already upstream | no matching file
+    status: str  # applied | already upstream | nothing to change
     files: tuple[str, ...]
 
     def describe(self) -> str:
@@ -66,7 +66,12 @@ def apply_patch(src: Path, script: Path) -> PatchOutcome:
     module = _load(script)
     changed: list[str] = []
     fixed: list[str] = []
-    for path in _candidates(src, tuple(module.FILES)):
+    candidates = _candidates(src, tuple(module.FILES))
+    if not candidates:
+        raise PatchError(f"patch {script.stem}: its FILES {', '.join(module.FILES)} match nothing in the "
+                         "source tree: upstream moved or removed them; update or retire the patch "
+                         "(see its `until` in engine.toml)")
+    for path in candidates:
         rel = path.relative_to(src).as_posix()
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
         if module.already_fixed(rel, text):
@@ -87,7 +92,7 @@ def apply_patch(src: Path, script: Path) -> PatchOutcome:
         return PatchOutcome(script.stem, "applied", tuple(changed))
     if fixed:
         return PatchOutcome(script.stem, "already upstream", tuple(fixed))
-    return PatchOutcome(script.stem, "no matching file", ())
+    return PatchOutcome(script.stem, "nothing to change", ())
 
 
 def _rewrite(path: Path, text: str) -> None:
