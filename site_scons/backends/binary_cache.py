@@ -28,9 +28,12 @@ import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
-import requests
+# requests takes ~0.1 s to import: it is imported where a transfer happens, so a null build,
+# plan=1 or list never pays for it.
+if TYPE_CHECKING:
+    import requests
 
 from .locks import FileLock
 from .model.plan import Contract
@@ -119,10 +122,16 @@ def _same(ours: Path, theirs: Path) -> bool:
 
 # -- HTTP(S) --------------------------------------------------------------------------------
 
+def _requests():  # type: ignore[no-untyped-def]
+    import requests
+
+    return requests
+
+
 @dataclass
 class HttpStore:
     base: str
-    session: requests.Session = field(default_factory=requests.Session)
+    session: requests.Session = field(default_factory=lambda: _requests().Session())
 
     @property
     def location(self) -> str:
@@ -132,6 +141,7 @@ class HttpStore:
         return f"{self.base.rstrip('/')}/{key}/{urllib.parse.quote(name)}"
 
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
+        requests = _requests()
         dest.mkdir(parents=True, exist_ok=True)
         for name in entry_names(archive):
             try:
@@ -150,6 +160,7 @@ class HttpStore:
         return True
 
     def put(self, key: str, files: Sequence[Path]) -> None:
+        requests = _requests()
         for path in sorted(files, key=lambda p: p.name.endswith(".json")):  # the manifest last
             with open(path, "rb") as body:
                 try:

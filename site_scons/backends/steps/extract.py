@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .files import CHUNK_SIZE, FileEntry, list_tree
+from .inflate import open_member
 
 _FORMAT_SUFFIXES = (
     (".tar.gz", "tar.gz"), (".tgz", "tar.gz"),
@@ -178,7 +179,7 @@ def _extract_zip(archive: Path, writer: _TreeWriter) -> None:
                 target = zipped.read(info).decode("utf-8")
                 writer.add_symlink(info.filename, target)
             elif file_type in (0, stat.S_IFREG):
-                with zipped.open(info) as stream:
+                with open_member(zipped, info) as stream:
                     writer.add_file(info.filename, stream, executable=bool(unix_mode & 0o111))
             else:
                 writer.reject(info.filename, "is a device, fifo or other special file")

@@ -29,9 +29,12 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import TYPE_CHECKING, IO, Iterator
 
-import requests
+# requests takes ~0.1 s to import: it is imported where a transfer happens, so a null build,
+# plan=1 or list never pays for it.
+if TYPE_CHECKING:
+    import requests
 
 from ..locks import FileLock
 from .files import CHUNK_SIZE, sha256_file, write_json
@@ -201,6 +204,8 @@ def _download(url: str, download: Download, pin: str | None, cache: _Cache,
 
 def _transfer_with_retries(url: str, part: Path, label: str, settings: FetchSettings) -> str:
     """Download `url` into `part` (resuming what is there); return the sha256 of the whole."""
+    import requests
+
     failures = 0
     with requests.Session() as session:
         while True:
@@ -223,6 +228,8 @@ def _transfer_with_retries(url: str, part: Path, label: str, settings: FetchSett
 
 def _transfer_once(session: requests.Session, url: str, part: Path, label: str,
                    settings: FetchSettings) -> str:
+    import requests
+
     offset = _size_or_zero(part)
     # identity: the bytes on disk must be the published bytes, and Range offsets count them.
     headers = {"Accept-Encoding": "identity", "User-Agent": USER_AGENT}

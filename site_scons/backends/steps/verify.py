@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tarfile
 import zipfile
+import zlib
 from pathlib import Path
 
 from ..model.plan import Contract, Evidence
@@ -18,6 +19,9 @@ from .checks.xcframework import check_xcframeworks
 from .globs import matches, matches_any
 
 
+_UNREADABLE = (ArchiveError, OSError, EOFError, zipfile.BadZipFile, zlib.error, tarfile.TarError)
+
+
 class ContractError(AssertionError):
     """The archive breaks its leg's contract; the message lists every violation."""
 
@@ -26,13 +30,15 @@ def check(archive: Path, contract: Contract, version: str, build_root: str = "")
     """Every violation of `contract` by `archive` (empty when it holds)."""
     try:
         view = open_archive(archive)
-    except (ArchiveError, OSError, zipfile.BadZipFile, tarfile.TarError) as error:
+    except _UNREADABLE as error:
         return [f"{archive.name} cannot be read: {error}"]
     try:
         unsafe = check_members(view)
         if unsafe:  # nothing inside an archive that could escape its root is looked at
             return unsafe
         return _check_contents(view, contract, version, build_root)
+    except _UNREADABLE as error:  # a member whose data is corrupt
+        return [f"{archive.name} cannot be read: {error}"]
     finally:
         view.close()
 

@@ -11,7 +11,6 @@ from functools import lru_cache
 
 from ...model.plan import Evidence
 from ..globs import matches
-from ..inspect import needed_libraries
 from .binaries import shared_libraries, slices
 from .cmake import exported_targets
 from .view import ArchiveView, group_of
@@ -57,7 +56,7 @@ class _Found:
     def linking(self, needed: str) -> list[tuple[str, str]]:
         found = []
         for lib in shared_libraries(self.view):
-            found += [(lib, dep) for dep in needed_libraries(self.view.file(lib)) if needed.lower() in dep.lower()]
+            found += [(lib, dep) for dep in self.view.needed(lib) if needed.lower() in dep.lower()]
         return found
 
     @property

@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 from ...model.matrix import AGGREGATE_SLICES
 from ...model.plan import Contract
 from ..inspect import binary_archs, library_identity, macho_install_names
-from .view import ArchiveView, group_of, slice_of
+from .view import ArchiveView, group_of, is_shared_library_name, slice_of
 
 OS_FORMATS = {"linux": ("elf",), "android": ("elf",), "macos": ("macho",), "ios": ("macho",),
               "windows": ("pe", "coff"), "wasm": ("wasm",)}
@@ -18,7 +18,6 @@ ARCHS = {"x86_64": "x86_64", "aarch64": "aarch64", "arm64": "arm64", "arm64-v8a"
          "armeabi-v7a": "arm", "x86": "i386"}
 FORMAT_NAMES = {"elf": "ELF", "macho": "Mach-O", "pe": "PE", "coff": "COFF", "wasm": "WebAssembly"}
 _SLICE_ARCHS = re.compile(r"x86_64|arm64e?|armv7s?|i386")
-SHARED_NAME = re.compile(r"\.(so(\.\d+)*|dylib|dll)$")
 
 
 def expected_binary(platform: str, member: str) -> tuple[tuple[str, ...], set[str]] | None:
@@ -93,7 +92,7 @@ def check_install_names(view: ArchiveView, install_names: tuple[tuple[str, str],
 
 
 def shared_libraries(view: ArchiveView) -> list[str]:
-    return [name for name in view.binaries if SHARED_NAME.search(name) and not name.endswith(".dll.a")]
+    return [name for name in view.binaries if is_shared_library_name(name)]
 
 
 def check_identities(view: ArchiveView, allowed: tuple[str, ...]) -> list[str]:

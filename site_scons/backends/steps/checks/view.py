@@ -18,13 +18,15 @@ from typing import BinaryIO, Callable
 
 from ..bundle import object_format
 from ..globs import matches
-from ..inspect import symbol_sets
+from ..inflate import open_member
+from ..inspect import needed_libraries, symbol_sets
 
 # Entry kinds.
 FILE, DIR, SYMLINK, HARDLINK, SPECIAL = "file", "dir", "symlink", "hardlink", "special"
 
 BINARY_FORMATS = ("elf", "macho", "pe", "coff", "wasm")
 LIBRARY_NAME = re.compile(r"\.(so(\.\d+)*|dylib|dll|a|lib)$")
+SHARED_NAME = re.compile(r"\.(so(\.\d+)*|dylib|dll)$")
 _SLICE = re.compile(r"^([^/]+\.xcframework)/([^/]+)/")
 _ABI_DIR = re.compile(r"^lib/([^/]+)/[^/]+$")
 
@@ -52,6 +54,7 @@ class ArchiveView:
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="verify-")))
     _extracted: dict[str, Path] = field(default_factory=dict)
     _symbols: dict[tuple[str, str], tuple[set[str], set[str]]] = field(default_factory=dict)
+    _needed: dict[str, list[str]] = field(default_factory=dict)
 
     @cached_property
     def names(self) -> list[str]:
@@ -99,7 +102,9 @@ class ArchiveView:
                 slots = {name: self._slot(name) for name in pending}
                 list(pool.map(lambda name: self._extract_to(name, slots[name]), pending))
             if symbols:
-                list(pool.map(lambda name: self.symbols(name), [n for n in names if self.is_binary(n)]))
+                binaries = [n for n in names if self.is_binary(n)]
+                list(pool.map(lambda name: self.symbols(name), binaries))
+                list(pool.map(self.needed, [n for n in binaries if is_shared_library_name(n)]))
 
     def _slot(self, name: str) -> Path:
         target = self.scratch / f"{len(self._extracted)}" / posixpath.basename(name)
@@ -119,6 +124,12 @@ class ArchiveView:
         if key not in self._symbols:
             self._symbols[key] = symbol_sets(self.file(library), arch) if self.is_binary(library) else (set(), set())
         return self._symbols[key]
+
+    def needed(self, library: str) -> list[str]:
+        """The libraries a shared library member needs at load time, read once."""
+        if library not in self._needed:
+            self._needed[library] = needed_libraries(self.file(library))
+        return self._needed[library]
 
     def is_binary(self, name: str) -> bool:
         return object_format(self.file(name)) in BINARY_FORMATS
@@ -140,6 +151,10 @@ class ArchiveView:
     def binaries(self) -> list[str]:
         """The libraries that are object files of a known format (a stub is not)."""
         return [name for name in self.libraries if self.is_binary(name)]
+
+
+def is_shared_library_name(name: str) -> bool:
+    return bool(SHARED_NAME.search(name))
 
 
 def is_library_name(name: str) -> bool:
@@ -189,7 +204,8 @@ def _zip_view(path: Path) -> ArchiveView:
             entries.append(Entry(info.filename, FILE))
         else:
             entries.append(Entry(info.filename, SPECIAL))
-    return ArchiveView(path, entries, handle.open, keep=handle, concurrent=True)
+    return ArchiveView(path, entries, lambda name: open_member(handle, handle.getinfo(name)), keep=handle,
+                       concurrent=True)
 
 
 def _tar_view(path: Path) -> ArchiveView:
