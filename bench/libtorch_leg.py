@@ -25,7 +25,7 @@ from scratch import REPO, Scons, scratch_project  # noqa: E402
 
 LEG = "libtorch-linux-x86_64-shared"
 ARCHIVE = "libtorch-2.13.0-Linux-x86_64-shared.zip"
-# Reference implementation, same machine and input (baseline-upstream.md §3, medians).
+# Reference implementation, same machine and input (docs/upstream.md#baseline, medians).
 BASELINE = {"build+install (extract, copy, stage)": 17.78, "package (cmake -E tar zip)": 16.91,
             "smoke (configure+build+test)": 18.71, "null rebuild": 8.58}
 STEP_LINE = re.compile(r"^\[(\w+)\] \S+ done in ([0-9.]+) s$")
@@ -63,7 +63,7 @@ def main() -> int:
     print(f"  total    {total:7.2f} (including SCons start-up and graph declaration)")
     print(f"null rebuild: median {statistics.median(nulls):.3f} s [{min(nulls):.3f}-{max(nulls):.3f}] over {runs} runs")
     print(f"archive: {size:,} B, {entries} entries, {unpacked:,} B unpacked")
-    print("reference implementation on this machine (baseline-upstream.md):")
+    print("reference implementation on this machine (docs/upstream.md#baseline):")
     for what, seconds in BASELINE.items():
         print(f"  {what:38s} {seconds:6.2f} s")
     times = step_times(cold.stdout)

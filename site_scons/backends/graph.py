@@ -298,11 +298,13 @@ class Graph:
                              "publish", leg.id, f"dist/{published.name}", partial(actions.publish, leg.id),
                              {"dist": str(self.dist), "leg_key": key})
         nodes.nodes["publish"] = publish[-1]
-        targets = [publish]
+        # The alias names step manifests only: SCons content-hashes an alias's children on every
+        # run, and the archive beside them can be a GB.
+        targets = [publish[-1]]
         if key and not nodes.restored_from and self.settings.binary_cache_write:
             targets.append(self._step([steps_dir / "store.json"], [publish[-1]], "store", leg.id,
                                       f"{published.name} as {nodes.key.short}", partial(actions.store, leg.id),
-                                      {"key": key, "stores": self.settings.binary_caches}))
+                                      {"key": key, "stores": self.settings.binary_caches})[-1])
         self.env.Alias(leg.id, targets)
 
     # -- the binary cache ------------------------------------------------------------------------
