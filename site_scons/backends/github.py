@@ -2,11 +2,13 @@
 (pin_refresh.py). The token travels only in a header; 5xx answers are retried."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TextIO
 
 # requests takes ~0.1 s to import: it is imported where a transfer happens, so a null build,
 # plan=1 or list never pays for it.
@@ -134,3 +136,16 @@ def _api_message(response: requests.Response) -> str:
     message = str(payload.get("message", "")) if isinstance(payload, dict) else ""
     errors = payload.get("errors") if isinstance(payload, dict) else None
     return message + (f" {json.dumps(errors)}" if errors else "")
+
+
+def add_api_arguments(parser: argparse.ArgumentParser) -> None:
+    """--api and --token-env, as every command that calls GitHub takes them."""
+    parser.add_argument("--api", default=DEFAULT_API, help=f"GitHub REST API root (default {DEFAULT_API})")
+    parser.add_argument("--token-env", default="GITHUB_TOKEN", help="environment variable holding the token")
+
+
+def redacting_printer(token: str) -> Callable[..., None]:
+    """print() that never shows `token` (a CI log is public)."""
+    def say(message: str, stream: TextIO = sys.stdout) -> None:
+        print(message.replace(token, "***") if token else message, file=stream, flush=True)
+    return say

@@ -15,7 +15,7 @@ import shutil
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import SCons.Script as scons
 
@@ -24,16 +24,13 @@ from .actions import LegNodes, RunContext, Step, StepResult, leaf
 from .binary_cache import CacheError, check_entry, warn
 from .canonical import canonical, digest, plain
 from .frontend import Invocation, Settings
-from .host import Host
 from .model.engine import Engine, origin_filename
 from .model.leg import Leg
-from .model.matrix import Matrix
 from .model.plan import Download, Plan
 from .legkey import LegKey, leg_keys
 from .model.recipes import leg_engine, plan_leg
-from .records import Records, read_record
+from .records import read_record
 from .run import passed_environment
-from .sign import applies_to as sign_applies
 from .steps import STEP_VERSION
 from .steps import publish as publish_step
 from .steps import source as source_step

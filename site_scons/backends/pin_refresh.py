@@ -19,9 +19,9 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, Mapping, Sequence
 
-from .github import DEFAULT_API, GitHub, GitHubError
+from .github import GitHub, GitHubError, add_api_arguments, redacting_printer
 from .inputs import FILE, GIT, Input, collect
 from .model.engine import DataError
 from .model.matrix import load_matrix
@@ -151,13 +151,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     parser.add_argument("--remote", default="origin", help="where the branch is pushed (default origin)")
     parser.add_argument("--branch", default="", help="the pull request's branch (default pins/<engines>)")
     parser.add_argument("--root", type=Path, default=Path("."), help="the checkout (default .)")
-    parser.add_argument("--api", default=DEFAULT_API, help=f"GitHub REST API root (default {DEFAULT_API})")
-    parser.add_argument("--token-env", default="GITHUB_TOKEN", help="environment variable holding the token")
+    add_api_arguments(parser)
     args = parser.parse_args(argv)
     token = environ.get(args.token_env, "")
-
-    def say(message: str, stream: TextIO = sys.stdout) -> None:
-        print(message.replace(token, "***") if token else message, file=stream, flush=True)
+    say = redacting_printer(token)
 
     try:
         if not token:

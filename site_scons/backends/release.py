@@ -21,9 +21,9 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .github import DEFAULT_API, GitHub, GitHubError
+from .github import GitHub, GitHubError, add_api_arguments, redacting_printer
 
 SUMS_NAME = "SHA256SUMS"
 
@@ -229,13 +229,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     parser.add_argument("--tag", required=True, help="the release tag, e.g. v2.3.0")
     parser.add_argument("--dist", type=Path, required=True, help="directory holding the archives and manifests")
     parser.add_argument("--matrix", type=Path, required=True, help="`scons -Q ci-matrix` JSON of the selection")
-    parser.add_argument("--api", default=DEFAULT_API, help=f"GitHub REST API root (default {DEFAULT_API})")
-    parser.add_argument("--token-env", default="GITHUB_TOKEN", help="environment variable holding the token")
+    add_api_arguments(parser)
     args = parser.parse_args(argv)
     token = environ.get(args.token_env, "")
-
-    def say(message: str, stream: TextIO = sys.stdout) -> None:
-        print(message.replace(token, "***") if token else message, file=stream, flush=True)
+    say = redacting_printer(token)
 
     try:
         if not token:

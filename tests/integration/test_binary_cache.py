@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import fixtures
-from fixtures import fixbin_archive, fixsrc_archive, scons
+from fixtures import fixbin_archive, scons
 
 FIXBIN_LEG = fixtures.FIXBIN_LEG_IDS[0]
 LEGS = (*fixtures.FIXSRC_LEG_IDS[:3], FIXBIN_LEG)

@@ -19,7 +19,6 @@ of the same size, is evicted with a message and fetched anew.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import sys
