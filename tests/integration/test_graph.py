@@ -168,6 +168,16 @@ def test_patch_edit_reruns_only_the_patched_leg_from_patch_on(project_factory):
     assert _ok(scons(project, "-q", "engine=fixsrc", "flavor=all")).returncode == 0
 
 
+def test_a_patch_past_its_until_is_a_warning_when_building(project_factory):
+    project = project_factory(fixsrc_rows=SMALL_ROWS, fixbin=False)
+    toml = project / "engines/fixsrc/engine.toml"
+    toml.write_text(toml.read_text().replace(f'until = "{fixtures.FIXSRC_VERSION}"', 'until = "1.0.0"'))
+    run = _ok(scons(project, GPU_LEG))
+    warnings = [line for line in run.stdout.splitlines() if line.startswith("scons: warning: ")]
+    assert len(warnings) == 1 and "patch register_coreml" in warnings[0] and "`until` 1.0.0" in warnings[0], str(run)
+    assert "scons: warning" not in _ok(scons(project, SMALL_IDS[0])).stdout  # a leg the patch does not touch
+
+
 def test_flag_edits_rerun_only_that_leg(project_factory):
     project = project_factory(fixsrc_rows=SMALL_ROWS, fixbin=False)
     args = ("engine=fixsrc", "flavor=all")
