@@ -33,8 +33,10 @@ def _cache_files(project: Path) -> list[str]:
 
 
 def _listing(root: Path) -> list[str]:
-    """Every path under root (symlinked dirs such as site_scons are not entered)."""
-    return sorted(os.path.relpath(os.path.join(d, n), root) for d, dirs, files in os.walk(root) for n in dirs + files)
+    """Every path under root (symlinked dirs such as site_scons are not entered), but Python's
+    bytecode caches: planning imports the recipes, and Python may cache them beside their source."""
+    return sorted(os.path.relpath(os.path.join(d, n), root) for d, dirs, files in os.walk(root) for n in dirs + files
+                  if "__pycache__" not in os.path.relpath(os.path.join(d, n), root).split(os.sep))
 
 
 def _nothing_published(project: Path) -> None:
