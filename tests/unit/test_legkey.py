@@ -12,11 +12,22 @@ from backends.model import recipes
 from backends.model.matrix import load_matrix
 from backends.model.recipes import plan_all
 from backends.pins import record_pin
-from scratch import scratch_project
+from scratch import REPO, scratch_project
 
 PREBUILT = "onnxruntime-linux-x86_64-shared"
 UNIVERSAL = "onnxruntime-macos-universal-shared"
 PIN = "1" * 64
+VERSION = load_matrix(REPO).engines["onnxruntime"].version
+MAJOR, MINOR, *_ = VERSION.split(".")
+NEXT_VERSION = f"{MAJOR}.{int(MINOR) + 1}.0"
+
+
+def release_file(version: str = VERSION) -> str:
+    """The prebuilt leg's upstream file name at `version` (what its pin is recorded under)."""
+    matrix = load_matrix(REPO)
+    leg = matrix.leg(PREBUILT)
+    plan = recipes.plan_leg(leg, recipes.leg_engine(matrix, leg, version), matrix)
+    return plan.downloads[0].filename
 
 
 @pytest.fixture
@@ -24,7 +35,7 @@ def project(tmp_path: Path) -> Path:
     """A copy whose ORT data, smoke project and variants can be edited, with the prebuilt
     leg's release pinned (the committed data pins nothing yet)."""
     root = scratch_project(tmp_path / "p", copied=("engines", "smoke", "variants"))
-    record_pin(root / "engines/onnxruntime/engine.toml", "onnxruntime-linux-x64-1.26.0.tgz", PIN)
+    record_pin(root / "engines/onnxruntime/engine.toml", release_file(), PIN)
     (root / "README.md").write_text("readme\n")
     return root
 
@@ -46,7 +57,7 @@ def test_a_pinned_leg_has_a_key_and_an_unpinned_one_says_why(project: Path) -> N
     assert len(found[PREBUILT].digest) == 64 and found[PREBUILT].uncacheable == ""
     assert found[UNIVERSAL].digest == ""
     assert "has no commit pin" in found[UNIVERSAL].uncacheable
-    assert "engine   onnxruntime 1.26.0" in found[PREBUILT].describe()
+    assert f"engine   onnxruntime {VERSION}" in found[PREBUILT].describe()
 
 
 @pytest.mark.parametrize("edit", ["pin", "version", "patch", "plan", "smoke", "steps", "runner"])
@@ -57,8 +68,8 @@ def test_each_class_of_input_changes_the_key(project: Path, monkeypatch: pytest.
     if edit == "pin":
         _edit(ort / "engine.toml", PIN, "2" * 64)
     elif edit == "version":
-        _edit(ort / "engine.toml", 'version = "1.26.0"', 'version = "1.27.0"')
-        record_pin(ort / "engine.toml", "onnxruntime-linux-x64-1.27.0.tgz", PIN)
+        _edit(ort / "engine.toml", f'version = "{VERSION}"', f'version = "{NEXT_VERSION}"')
+        record_pin(ort / "engine.toml", release_file(NEXT_VERSION), PIN)
     elif edit == "patch":
         patch = sorted((ort / "patches").glob("*.py"))[0]
         patch.write_text(patch.read_text() + "\n# edited\n")
@@ -110,7 +121,7 @@ def test_unrelated_edits_leave_the_key_alone(project: Path) -> None:
 def test_an_origin_file_is_part_of_the_key(project: Path, tmp_path: Path) -> None:
     matrix = load_matrix(project)
     plan = next(p for p in plan_all(matrix) if p.leg.id == PREBUILT)
-    origin = tmp_path / "onnxruntime-linux-x64-1.26.0.tgz"
+    origin = tmp_path / release_file()
     origin.write_bytes(b"one")
     first = legkey.leg_key(plan, matrix.engines["onnxruntime"], project, origins={"": str(origin)})
     origin.write_bytes(b"two")

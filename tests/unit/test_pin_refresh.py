@@ -19,6 +19,9 @@ from fake_github import REPO, TOKEN, FakeGitHub, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = "onnxruntime"
+VERSION = load_matrix(ROOT).engines[ENGINE].version
+MAJOR, MINOR, *_ = VERSION.split(".")
+NEXT_VERSION = f"{MAJOR}.{int(MINOR) + 1}.0"
 IDENTITY = ("-c", "user.name=t", "-c", "user.email=t@t")
 
 
@@ -105,13 +108,13 @@ def test_a_rerun_refreshes_its_pull_request(github: FakeGitHub, checkout: Path,
     _lock_stand_in(checkout)
     assert _refresh(github, checkout, capsys)[0] == 0
     _git(checkout, "checkout", "-q", "main")  # the next workflow run starts from main again
-    apply(checkout / "engines" / ENGINE / "engine.toml", Changes(version="1.27.0"))
+    apply(checkout / "engines" / ENGINE / "engine.toml", Changes(version=NEXT_VERSION))
     _lock_stand_in(checkout)
     code, out = _refresh(github, checkout, capsys)
     assert code == 0 and "updated pull request #1" in out
     [pull] = github.pulls
-    assert pull["title"] == f"pins: {ENGINE} 1.27.0"
-    assert f"## {ENGINE} 1.26.0 → 1.27.0" in pull["body"]
+    assert pull["title"] == f"pins: {ENGINE} {NEXT_VERSION}"
+    assert f"## {ENGINE} {VERSION} → {NEXT_VERSION}" in pull["body"]
 
 
 def test_api_errors_are_clear_and_keep_the_token_secret(github: FakeGitHub, checkout: Path,
