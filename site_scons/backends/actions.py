@@ -29,7 +29,8 @@ from .binary_cache import CacheError, Store, check_entry, warn
 from .frontend import Settings
 from .legkey import LegKey
 from .host import Host
-from .model.engine import Engine, origin_filename, url_filename
+from .locations import is_url, origin_filename
+from .model.engine import Engine, url_filename
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
 from .model.recipes import leg_engine
@@ -256,7 +257,7 @@ def fetch(engine_name: str, download: Download, origin: str, record: Path) -> St
 
 def _origin_pin(engine_name: str, origin: str) -> str | None:
     """A URL origin is held to any pin recorded for its file name; a local file is the user's own."""
-    if "://" not in origin:
+    if not is_url(origin):
         return None
     return _run().matrix.engines[engine_name].pinned_sha256(url_filename(origin))
 

@@ -122,16 +122,16 @@ def _same(ours: Path, theirs: Path) -> bool:
 
 # -- HTTP(S) --------------------------------------------------------------------------------
 
-def _requests():  # type: ignore[no-untyped-def]
+def _new_session() -> requests.Session:
     import requests
 
-    return requests
+    return requests.Session()
 
 
 @dataclass
 class HttpStore:
     base: str
-    session: requests.Session = field(default_factory=lambda: _requests().Session())
+    session: requests.Session = field(default_factory=_new_session)
 
     @property
     def location(self) -> str:
@@ -141,7 +141,8 @@ class HttpStore:
         return f"{self.base.rstrip('/')}/{key}/{urllib.parse.quote(name)}"
 
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
-        requests = _requests()
+        import requests
+
         dest.mkdir(parents=True, exist_ok=True)
         for name in entry_names(archive):
             try:
@@ -160,7 +161,8 @@ class HttpStore:
         return True
 
     def put(self, key: str, files: Sequence[Path]) -> None:
-        requests = _requests()
+        import requests
+
         for path in sorted(files, key=lambda p: p.name.endswith(".json")):  # the manifest last
             with open(path, "rb") as body:
                 try:

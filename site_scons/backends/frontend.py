@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from .host import Host
+from .locations import is_url, local_path
 from .model.leg import Leg, leg_id
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
@@ -86,7 +85,7 @@ def parse_origins(text: str) -> dict[str, str]:
 def _mirrors(text: str) -> tuple[str, ...]:
     mirrors = tuple(m.strip() for m in text.split(",") if m.strip())
     for mirror in mirrors:
-        if not _is_url(mirror) and not Path(_local_path(mirror)).is_dir():
+        if not is_url(mirror) and not Path(local_path(mirror)).is_dir():
             raise SelectionError(f"mirror={mirror} is not a directory (or an http(s)/file URL)")
     return mirrors
 
@@ -98,7 +97,7 @@ def _binary_caches(text: str) -> tuple[str, ...]:
             repo, _, tag = cache[len("github:"):].partition("@")
             if repo.count("/") != 1 or not tag:
                 raise SelectionError(f"binary_cache={cache}: write github:<owner>/<repo>@<release tag>")
-        elif not _is_url(cache) and Path(cache).exists() and not Path(cache).is_dir():
+        elif not is_url(cache) and Path(cache).exists() and not Path(cache).is_dir():
             raise SelectionError(f"binary_cache={cache} is not a directory")
     return caches
 
@@ -214,15 +213,6 @@ def _check_version_override(legs: Sequence[Leg], version: str, matrix: Matrix) -
 
 # -- origins ------------------------------------------------------------------------------
 
-def _is_url(location: str) -> bool:
-    return urllib.parse.urlsplit(location).scheme.lower() in ("http", "https")
-
-
-def _local_path(location: str) -> str:
-    parsed = urllib.parse.urlsplit(location)
-    return urllib.request.url2pathname(parsed.path) if parsed.scheme.lower() == "file" else location
-
-
 def _origin_targets(plans: Sequence[Plan], name: str) -> list[Download]:
     """The downloads an origin stands in for: by source name, or each leg's main download."""
     if name:
@@ -240,13 +230,13 @@ def _check_origins(settings: Settings, plans: Sequence[Plan]) -> None:
             raise SelectionError(f"origin={name}=...: the selected legs have no source named {name!r}"
                                  f"{suggest(name, names)}; their sources: {', '.join(names) or 'none'}")
         label = f"origin={name + '=' if name else ''}{location}"
-        if _is_url(location):
+        if is_url(location):
             if not settings.lock:
                 raise SelectionError(f"{label} is a URL: add lock=1 to fetch it and record its sha256 (trust on "
                                      "first use; a recorded pin for its file name is checked), or download it "
                                      "yourself and pass the file")
             continue
-        path = Path(_local_path(location)).expanduser()
+        path = Path(local_path(location)).expanduser()
         git = all(d.kind == "git" for d in downloads)
         if not path.exists():
             raise SelectionError(f"{label} does not exist")

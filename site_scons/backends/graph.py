@@ -24,7 +24,8 @@ from .actions import LegNodes, RunContext, Step, StepResult, leaf
 from .binary_cache import CacheError, check_entry, warn
 from .canonical import canonical, digest, plain
 from .frontend import Invocation, Settings
-from .model.engine import Engine, origin_filename
+from .locations import origin_filename
+from .model.engine import Engine
 from .model.leg import Leg
 from .model.plan import Download, Plan
 from .legkey import LegKey, leg_keys

@@ -162,11 +162,6 @@ def url_filename(url: str) -> str:
     return urllib.parse.unquote(url.rstrip("/").rsplit("/", 1)[-1])
 
 
-def origin_filename(origin: str) -> str:
-    """The file name an `origin=` override (a URL or a local path) stands for."""
-    return url_filename(origin) if "://" in origin else Path(origin).name
-
-
 def _source(name: str, raw: Mapping[str, object], where: str) -> SourceSpec:
     where = f"{where} [sources.{name}]"
     if not isinstance(raw, dict):

@@ -24,8 +24,6 @@ import re
 import sys
 import threading
 import time
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, IO, Iterator
@@ -35,6 +33,7 @@ from typing import TYPE_CHECKING, IO, Iterator
 if TYPE_CHECKING:
     import requests
 
+from ..locations import UnsupportedLocation, locate
 from ..locks import FileLock
 from .files import CHUNK_SIZE, sha256_file, write_json
 
@@ -128,18 +127,10 @@ def _origins(download: Download, settings: FetchSettings) -> Iterator[tuple[str 
 
 
 def _locate(location: str, filename: str) -> str | Path:
-    parsed = urllib.parse.urlsplit(location)
-    scheme = parsed.scheme.lower()
-    if scheme in ("http", "https"):
-        return location
-    if scheme == "file":
-        return Path(urllib.request.url2pathname(parsed.path))
-    if scheme == "" or len(scheme) == 1:  # a plain path, or a Windows drive letter
-        return Path(location)
-    raise FetchError(
-        f"{filename}: unsupported URL scheme {scheme!r} in {location}; use http(s)://, "
-        f"file:// or a local path"
-    )
+    try:
+        return locate(location)
+    except UnsupportedLocation as error:
+        raise FetchError(f"{filename}: {error}") from None
 
 
 def _check_filename(filename: str) -> None:

@@ -18,12 +18,11 @@ import io
 import re
 import shutil
 import subprocess
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..locations import local_path
 from ..locks import FileLock
 from ..run import RunError, limited_env, run
 
@@ -66,9 +65,9 @@ class Remotes:
         found = [origin] if origin else []
         name = repository_name(url)
         for mirror in self.mirrors:
-            base = Path(_local_path(mirror))
+            base = Path(local_path(mirror))
             found += [str(p) for p in (base / name, base / f"{name}.git") if p.is_dir()]
-        if not self.offline or Path(_local_path(url)).exists():
+        if not self.offline or Path(local_path(url)).exists():
             found.append(url)
         return found
 
@@ -84,11 +83,6 @@ def repository_name(url: str) -> str:
 def _url_key(url: str) -> str:
     normalised = url.rstrip("/").removesuffix(".git").lower()
     return hashlib.sha256(normalised.encode()).hexdigest()[:16]
-
-
-def _local_path(location: str) -> str:
-    parsed = urllib.parse.urlsplit(location)
-    return urllib.request.url2pathname(parsed.path) if parsed.scheme.lower() == "file" else location
 
 
 # -- resolving refs -------------------------------------------------------------------------
