@@ -33,9 +33,8 @@ from .locations import is_url, origin_filename
 from .model.engine import Engine, url_filename
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
-from .model.recipes import leg_engine
 from .pins import record_commit, record_pin
-from .records import INPUTS, OUTPUTS, Inputs, Records
+from .records import Inputs, Records, public
 from .steps import archive as archive_step
 from .steps import fetch as fetch_step
 from .steps import git as git_step
@@ -48,7 +47,7 @@ from .steps import upstream as upstream_step
 from .steps import verify as verify_step
 from .steps.context import LegDirs
 from .steps.extract import extract
-from .steps.files import list_tree, sha256_file, write_json
+from .steps.files import hardlink_or_copy, list_tree, sha256_file, write_json
 from .steps.universal import universal_tree
 from .run import RunError
 from .steps.bundle import BundleError
@@ -91,7 +90,7 @@ class LegNodes:
     source_manifest: Path | None = None  # names the tree the leg builds from (patched, checked out, extracted)
     archive: Path | None = None  # in the leg's build dir
     published: Path | None = None  # in dist/
-    nodes: dict[str, Any] = field(default_factory=dict)  # step name -> its SCons target node
+    publish_node: Any = None  # the SCons node of the publish step's record (aggregates depend on it)
     key: LegKey | None = None  # with binary_cache=: what a cache files the archive under
     restored_from: str = ""  # the binary cache the leg is restored from, "" when built
 
@@ -126,9 +125,6 @@ class RunContext:
     @property
     def dist(self) -> Path:
         return self.root / "dist"
-
-    def engine(self, leg_id: str) -> Engine:
-        return leg_engine(self.matrix, self.matrix.leg(leg_id), self.settings.version or None)
 
 
 RUN: list[RunContext] = []
@@ -304,7 +300,7 @@ def fetched_file(fetch_manifest: Path) -> Path:
 def extract_download(download: Download, fetch_manifest: Path, dest: Path) -> StepResult:
     archive = fetched_file(fetch_manifest)
     tree = dest / "tree"
-    entries = extract(archive, tree, fmt=_format_of(archive.name))
+    entries = extract(archive, tree)
     root = next((tree / r for r in download.roots if (tree / r).is_dir()), tree)
     if download.roots and root == tree:
         raise StepFailure(f"{archive.name} has none of the top-level directories {', '.join(download.roots)}")
@@ -313,13 +309,9 @@ def extract_download(download: Download, fetch_manifest: Path, dest: Path) -> St
                        "entries": len(entries)})
 
 
-def _format_of(name: str) -> str | None:
-    return "zip" if name.endswith((".whl", ".aar", ".nupkg")) else None
-
-
 def patch(origin_manifest: Path, scripts: list[Path], dest: Path) -> StepResult:
     record = _read(origin_manifest)
-    origin = Path(record["root"] if "root" in record else record["path"])
+    origin = _tree_of(record)
     # An extraction's (root) copy is tree/, a checkout's keeps its leaf name (see Graph.add_leg).
     tree = dest / "tree" if "root" in record else dest / origin.name
     outcomes = source_step.prepare_tree(origin, tree, scripts)
@@ -335,7 +327,11 @@ def _shared_src(nodes: LegNodes) -> Path | None:
     """The tree the leg's source manifest names (patched, checked out or extracted)."""
     if nodes.source_manifest is None:
         return None
-    record = _read(nodes.source_manifest)
+    return _tree_of(_read(nodes.source_manifest))
+
+
+def _tree_of(record: Mapping[str, Any]) -> Path:
+    """The tree a source record names: an extraction's root, or a checkout's path."""
     return Path(record["root"] if "root" in record else record["path"])
 
 
@@ -356,8 +352,7 @@ def _source_key(nodes: LegNodes) -> str:
     """Changes whenever the leg's source tree does (new pin, new bytes, new patch set)."""
     if not nodes.source_manifest:
         return ""
-    record = {k: v for k, v in _read(nodes.source_manifest).items() if k not in (INPUTS, OUTPUTS)}
-    return json.dumps(record, sort_keys=True)
+    return json.dumps(public(_read(nodes.source_manifest)), sort_keys=True)
 
 
 def build(leg_id: str) -> StepResult:
@@ -439,18 +434,13 @@ def archive(leg_id: str) -> StepResult:
     archive_step.write_archive(dirs.stage, target, run.settings.format)
     archive_step.sha256_sidecar(target)
     sources = [_source_record(_read(p)) for p in dirs.downloads.values() if Path(p).is_file()]
-    steps_dir = dirs.logs.parent / "steps"
+    steps_dir = dirs.steps
     names = ["merge"] if nodes.plan.leg.aggregate else (["build"] if nodes.plan.build else []) + ["stage"]
-    steps = {name: _public(_read(steps_dir / f"{name}.json")) for name in names}
+    steps = {name: public(_read(steps_dir / f"{name}.json")) for name in names}
     tools = steps.get("build", {}).get("tools", {})  # what built it, not what is installed now
     manifest = manifest_step.archive_manifest(nodes.plan, nodes.engine, target, dirs.stage, sources, steps, tools)
     write_json(target.with_name(target.name + ".json"), manifest)
     return StepResult({"archive": target.name, "sha256": manifest["sha256"], "size": manifest["size"]})
-
-
-def _public(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A step record without its bookkeeping (local paths and digests of this machine)."""
-    return {k: v for k, v in record.items() if k not in (INPUTS, OUTPUTS)}
 
 
 def _source_record(fetched: Mapping[str, Any]) -> dict[str, Any]:
@@ -484,7 +474,7 @@ def smoke(leg_id: str) -> StepResult:
     elif not mode:
         result = smoke_step.not_run(run.host.why_not_run(leg), leg_id)
     else:
-        result = smoke_step.smoke(nodes.archive, plan.smoke, run.root, nodes.dirs.logs.parent / "smoke",
+        result = smoke_step.smoke(nodes.archive, plan.smoke, run.root, nodes.dirs.leg / "smoke",
                                   nodes.dirs.logs, leg_id, run.environ, run.settings.verbose, mode)
     run.summary.smoke(leg_id, result)
     return StepResult({"leg": leg_id, **result})
@@ -517,25 +507,22 @@ def restore(leg_id: str, entry: Path, store: str, checked: bool) -> StepResult:
     assert nodes.archive is not None and nodes.key is not None
     archive = nodes.archive
     archive.parent.mkdir(parents=True, exist_ok=True)
-    for name in publish_step.SIDECARS[::-1] + ("",):
-        source, target = entry / (archive.name + name), archive.with_name(archive.name + name)
-        if name == ".json":
+    for source, target in zip(publish_step.published_files(entry / archive.name), publish_step.published_files(archive)):
+        if target.name.endswith(".json"):
             manifest = _read(source)
             manifest["restored"] = {"from binary cache": store, "key": nodes.key.digest}
             write_json(target, manifest)
         else:
             target.unlink(missing_ok=True)
-            publish_step.link_or_copy(source, target)
-    if checked:
-        verified = {"archive": archive.name, "checked": verify_step.summary(nodes.plan.contract)}
-    else:
+            hardlink_or_copy(source, target)
+    if not checked:
         problems = check_entry(entry, archive.name, nodes.key.digest, nodes.plan.contract, nodes.engine.version,
                                str(run.build_root))
         if problems:
             shutil.rmtree(entry, ignore_errors=True)
             raise StepFailure(f"the binary cache entry {nodes.key.short} kept in {entry} is not trusted any more "
                               "(removed; run again to look it up or build the leg):\n  - " + "\n  - ".join(problems))
-        verified = verify_step.verify(archive, nodes.plan.contract, nodes.engine.version, str(run.build_root))
+    verified = {"archive": archive.name, "checked": verify_step.summary(nodes.plan.contract)}
     run.summary.restored(leg_id, store, nodes.key.short)
     print(f"[restore] {leg_id}: restored from the binary cache {store} (key {nodes.key.short}), "
           "verified against its contract", flush=True)

@@ -39,10 +39,9 @@ from .locks import FileLock
 from .model.plan import Contract
 from .github import DEFAULT_API, GitHub, GitHubError
 from .steps.files import sha256_file
-from .steps.publish import PublishError, check_sidecars
+from .steps.publish import PublishError, check_sidecars, published_files
 from .steps.verify import check
 
-SIDECARS = (".json", ".sha256", "")  # fetched manifest first (the commit point), archive last
 TIMEOUT = (15, 600)
 
 
@@ -65,7 +64,8 @@ class Store(Protocol):
 
 
 def entry_names(archive: str) -> list[str]:
-    return [archive + suffix for suffix in SIDECARS]
+    """The entry's files as published: the manifest first, the archive last."""
+    return [path.name for path in published_files(Path(archive))]
 
 
 # -- a directory --------------------------------------------------------------------------

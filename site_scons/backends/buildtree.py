@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Iterator, TextIO
 
 from .locks import FileLock, LockBusy
+from .steps.files import remove_path
 
 # `<name>.tmp-<pid>`, `.<name>.tmp-<pid>`, `<name>.tmp-<pid>-<thread>`, `<name>.old-<pid>`
+# build/<kind>/: the step records and trees shared between legs (gc.py judges them too).
+STEP_DIRS = ("downloads", "git", "extract", "src")
 _TEMP = re.compile(r"\.(?:tmp|old)-(\d+)(?:-\d+)?$")
 
 
@@ -67,18 +69,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
-
-
 def temp_places(build_root: Path, dist: Path, cache: Path) -> tuple[list[tuple[Path, int]], list[tuple[Path, int]]]:
     """Where the steps write temps, with how deep to look: (owned by the tree, shared).
     Never deeper: an extracted or built tree is upstream's, whatever its files are called."""
     owned = [(build_root, 1), (dist, 1)]
-    owned += [(build_root / kind, 2) for kind in ("downloads", "git", "extract", "src")]
+    owned += [(build_root / kind, 2) for kind in STEP_DIRS]
     owned += [(leg / part, 1) for leg in _dirs(build_root / "legs") for part in ("", "archive", "steps")]
     return owned, [(cache / "sha256", 2), (cache / "partial", 1)]
 
@@ -98,6 +93,6 @@ def sweep_stale_temps(owned: list[tuple[Path, int]], shared: list[tuple[Path, in
         for path, pid in _temps(root, depth):
             if pid == os.getpid() or (must_be_dead and _alive(pid)):
                 continue
-            _remove(path)
+            remove_path(path)
             removed.append(path)
     return removed

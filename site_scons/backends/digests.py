@@ -72,11 +72,6 @@ class DigestCache:
         hashed_at = int(entry.get("hashed_at", 0))  # type: ignore[arg-type]
         return max(st.st_mtime_ns, st.st_ctime_ns) + RACY_NS < hashed_at
 
-    def forget(self, path: Path) -> None:
-        with self._lock:
-            if self._entries.pop(os.path.abspath(path), None) is not None:
-                self._dirty = True
-
     def save(self) -> None:
         if self.path is None or not self._dirty:
             return

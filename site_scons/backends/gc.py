@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
 from .actions import RunContext
+from .buildtree import STEP_DIRS
 from .frontend import Settings
+from .graph import Graph
 from .host import Host
 from .model.leg import Leg
 from .records import read_record
+from .steps.files import relative_label, remove_path
 
-STEP_DIRS = ("downloads", "git", "extract", "src")
 
 
 class _Recorder:
@@ -74,8 +75,6 @@ class _EveryHost(Host):
 
 def referenced_targets(run: RunContext, selections: Iterable[tuple[Settings, Iterable[Leg]]]) -> set[str]:
     """Every target the graph declares for each (settings, legs) selection."""
-    from .graph import Graph  # the graph module imports SCons; only its paths are needed here
-
     recorder = _Recorder()
     for settings, legs in selections:
         context = dataclasses.replace(run, settings=settings, host=_EveryHost(run.host.os, run.host.arch),
@@ -162,22 +161,12 @@ def collect(run: RunContext, selected: Iterable[Leg]) -> list[Garbage]:
 def remove(garbage: list[Garbage], root: Path) -> list[str]:
     lines = []
     for item in garbage:
-        if item.path.is_dir() and not item.path.is_symlink():
-            shutil.rmtree(item.path, ignore_errors=True)
-        else:
-            item.path.unlink(missing_ok=True)
-        lines.append(f"  {_human(item.size):>10}  {_relative(item.path, root)}")
+        remove_path(item.path)
+        lines.append(f"  {_human(item.size):>10}  {relative_label(item.path, root)}")
     total = sum(item.size for item in garbage)
     lines.append(f"gc: removed {len(garbage)} unreferenced entries, {_human(total)}" if garbage
                  else "gc: nothing unreferenced")
     return lines
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def _human(size: int) -> str:

@@ -5,8 +5,8 @@ are the previous steps' records plus one settings file holding the canonical JSO
 everything that changes its output (flags, environment, pins, patch hashes, tool
 identities). Upstream trees are never SCons sources: a no-op run stays a fraction of a
 second whatever their size. Whether a step is up to date is decided from its record, not
-from .sconsign (`decide`). This module declares; actions.py does the work. It is the only
-one, with SConstruct and the SConscript, that imports SCons.
+from .sconsign (`decide`). This module declares; actions.py does the work. They are the only
+modules, with SConstruct and the SConscript, that import SCons.
 """
 from __future__ import annotations
 
@@ -204,7 +204,7 @@ class Graph:
         dirs = self._leg_dirs(leg, extracts, downloads, sources)
         nodes = LegNodes(plan=plan, engine=engine, dirs=dirs, source_manifest=source_manifest, key=key)
         self.legs[leg.id] = nodes
-        steps_dir = dirs.logs.parent / "steps"
+        steps_dir = dirs.steps
         previous = inputs
         if plan.build:
             build = self._step([steps_dir / "build.json"], inputs, "build", leg.id, leg.id,
@@ -239,7 +239,7 @@ class Graph:
             input_leg = self.matrix.leg(input_id)
             if self.settings.inputs == "build" and self.host.can_build(input_leg):
                 built = self.add_leg(input_leg)
-                input_nodes.append(built.nodes["publish"])
+                input_nodes.append(built.publish_node)
                 input_archives.append(built.published)
                 continue
             archive = self.dist / published_name(plan_leg(input_leg, self._engine(input_leg), self.matrix),
@@ -249,7 +249,7 @@ class Graph:
                                  f"{input_leg.runner} (or download its CI artifact) into dist/")
             input_nodes.append(self.env.File(str(archive)))
             input_archives.append(archive)
-        merge = self._step([dirs.logs.parent / "steps" / "merge.json"], input_nodes, "merge", leg.id,
+        merge = self._step([dirs.steps / "merge.json"], input_nodes, "merge", leg.id,
                            f"{leg.aggregate} of {', '.join(leg.inputs)}",
                            partial(actions.merge, leg.id, input_archives),
                            {"aggregate": leg.aggregate, "inputs": leg.inputs,
@@ -262,13 +262,13 @@ class Graph:
         """archive -> verify -> smoke in the leg's build dir, then publish into dist/: an
         archive reaches dist/ only once it is verified and smoke-tested (or recorded not run)."""
         plan, leg, dirs = nodes.plan, nodes.plan.leg, nodes.dirs
-        steps_dir = dirs.logs.parent / "steps"
+        steps_dir = dirs.steps
         name = published_name(plan, self.settings.format)
-        nodes.archive = dirs.logs.parent / "archive" / name
+        nodes.archive = dirs.leg / "archive" / name
         nodes.published = self.dist / name
         built = nodes.archive
         archive = self._step(
-            [built, built.with_name(name + ".sha256"), built.with_name(name + ".json"), steps_dir / "archive.json"],
+            [*publish_step.published_files(built)[::-1], steps_dir / "archive.json"],
             [staged], "archive", leg.id, name, partial(actions.archive, leg.id),
             {"format": self.settings.format, "leg": leg, "engine": _engine_record(nodes.engine),
              "patches": plan.patches, "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")})
@@ -283,19 +283,18 @@ class Graph:
             smoke_sources += [self.env.File(str(p)) for p in files]
         smoke = self._step([steps_dir / "smoke.json"], [archive[-1], *smoke_sources], "smoke", leg.id, name,
                            partial(actions.smoke, leg.id), self._smoke_settings(plan))
-        nodes.nodes.update(archive=archive[-1], verify=verify[0], smoke=smoke[0])
         self._publish(nodes, [archive[-1], verify[0], smoke[0]])
 
     def _publish(self, nodes: LegNodes, sources: list[Any]) -> None:
         """publish into dist/, then (a built leg with a key) store into the binary caches."""
         leg, published = nodes.plan.leg, nodes.published
         assert published is not None
-        steps_dir = nodes.dirs.logs.parent / "steps"
+        steps_dir = nodes.dirs.steps
         key = nodes.key.digest if nodes.key else ""
         publish = self._step([*publish_step.published_files(published)[::-1], steps_dir / "publish.json"], sources,
                              "publish", leg.id, f"dist/{published.name}", partial(actions.publish, leg.id),
                              {"dist": str(self.dist), "leg_key": key})
-        nodes.nodes["publish"] = publish[-1]
+        nodes.publish_node = publish[-1]
         # The alias names step manifests only: SCons content-hashes an alias's children on every
         # run, and the archive beside them can be a GB.
         targets = [publish[-1]]
@@ -323,20 +322,19 @@ class Graph:
         dirs = self._leg_dirs(leg, {}, {}, {})
         name = published_name(plan, self.settings.format)
         entry = self.build_root / "binary-cache" / key.digest
-        previous = read_record(dirs.logs.parent / "steps" / "restore.json") or {}
+        previous = read_record(dirs.steps / "restore.json") or {}
         store = previous.get("store") if previous.get("key") == key.digest and (entry / name).is_file() else None
         checked = store is None  # a fresh entry is checked now, contract included; restore needs not again
         store = store or self._lookup(plan, engine, key, name, entry)
         if store is None:
             return None
         nodes = LegNodes(plan=plan, engine=engine, dirs=dirs, key=key, restored_from=store)
-        nodes.archive, nodes.published = dirs.logs.parent / "archive" / name, self.dist / name
+        nodes.archive, nodes.published = dirs.leg / "archive" / name, self.dist / name
         self.legs[leg.id] = nodes
         restore = self._step([*publish_step.published_files(nodes.archive)[::-1],
-                              dirs.logs.parent / "steps" / "restore.json"], [], "restore", leg.id,
+                              dirs.steps / "restore.json"], [], "restore", leg.id,
                              f"{name} from {store}", partial(actions.restore, leg.id, entry, store, checked),
                              {"key": key.digest, "contract": plan.contract})
-        nodes.nodes.update(archive=restore[-1])
         self._publish(nodes, [restore[-1]])
         return nodes
 

@@ -21,7 +21,6 @@ another leg's row) changes a key.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
@@ -33,6 +32,7 @@ from .model.matrix import Matrix
 from .model.plan import Download, Plan
 from .model.recipes import leg_engine, plan_leg
 from .steps import STEP_VERSION
+from .steps.files import sha256_file
 
 SHORT = 12
 
@@ -52,14 +52,6 @@ class LegKey:
         """`scons key=1`: the key and each part's hash, so "why did it change" has an answer."""
         head = f"{self.leg}: " + (self.digest if self.digest else f"uncacheable: {self.uncacheable}")
         return "\n".join([head, *(f"  {name:<8} {value}" for name, value in self.parts.items())])
-
-
-def _file_digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as stream:
-        while chunk := stream.read(1 << 20):
-            sha.update(chunk)
-    return sha.hexdigest()
 
 
 def _input(download: Download, origin: str, hash_file: Callable[[Path], str]) -> tuple[str, str]:
@@ -94,7 +86,7 @@ def _files_digest(paths: list[Path], root: Path, hash_file: Callable[[Path], str
 
 def leg_key(plan: Plan, engine: Engine, root: Path, *, fmt: str = "zip", origins: Mapping[str, str] | None = None,
             input_keys: Mapping[str, LegKey] | None = None,
-            hash_file: Callable[[Path], str] = _file_digest) -> LegKey:
+            hash_file: Callable[[Path], str] = sha256_file) -> LegKey:
     """The key of `plan`'s leg; `origins` as the command line gives them (`""` for the main
     download), `input_keys` the keys of an aggregate's input legs."""
     leg = plan.leg
@@ -113,7 +105,7 @@ def leg_key(plan: Plan, engine: Engine, root: Path, *, fmt: str = "zip", origins
     parts = {
         "engine": f"{engine.name} {engine.version}",
         "inputs": digest(pins),
-        "patches": digest([(p.file, _file_digest(engine.root / p.file)) for p in plan.patches]),
+        "patches": digest([(p.file, hash_file(engine.root / p.file)) for p in plan.patches]),
         "plan": digest(canonical(replace(plan, notes=(), warnings=()))),
         "smoke": _files_digest(_smoke_files(plan, root), root, hash_file),
         "steps": str(STEP_VERSION),
@@ -129,7 +121,7 @@ def leg_key(plan: Plan, engine: Engine, root: Path, *, fmt: str = "zip", origins
 
 def leg_keys(plans: list[Plan], matrix: Matrix, root: Path, *, version: str = "", fmt: str = "zip",
              origins: Mapping[str, str] | None = None,
-             hash_file: Callable[[Path], str] = _file_digest) -> dict[str, LegKey]:
+             hash_file: Callable[[Path], str] = sha256_file) -> dict[str, LegKey]:
     """Keys of `plans`, and of the aggregates' inputs they need (planned here)."""
     keys: dict[str, LegKey] = {}
     plans_by_id = {plan.leg.id: plan for plan in plans}

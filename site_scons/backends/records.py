@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .digests import DigestCache
-from .steps.files import write_json
+from .steps.files import relative_label, write_json
 
 INPUTS = "inputs_signature"
 OUTPUTS = "outputs"
@@ -54,17 +54,11 @@ class Records:
     def record_of(self, target: str) -> str:
         return self._record_of[os.path.abspath(target)]
 
-    def _label(self, path: str) -> str:
-        try:
-            return Path(path).relative_to(self.root).as_posix()
-        except ValueError:
-            return path
-
     def signature(self, inputs: Inputs) -> str:
         """One hash over the input files' names and contents and the settings, in order."""
         digest = hashlib.sha256()
         for path in inputs.files:
-            digest.update(f"{self._label(path)}\0{self.digests.digest(Path(path)) or 'missing'}\n".encode())
+            digest.update(f"{relative_label(path, self.root)}\0{self.digests.digest(Path(path)) or 'missing'}\n".encode())
         for text in inputs.settings:
             digest.update(f"settings\0{text}\n".encode())
         return digest.hexdigest()
@@ -107,3 +101,8 @@ def read_record(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return body if isinstance(body, dict) else None
+
+
+def public(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A step record without its bookkeeping (local paths and digests of this machine)."""
+    return {k: v for k, v in record.items() if k not in (INPUTS, OUTPUTS)}

@@ -15,7 +15,6 @@ deleted and uploaded again, so a release never holds duplicates or stale bytes.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .github import GitHub, GitHubError, add_api_arguments, redacting_printer
+from .steps.files import sha256_file
 
 SUMS_NAME = "SHA256SUMS"
 
@@ -56,14 +56,6 @@ class RequiredLeg:
     @property
     def missing(self) -> bool:
         return self.manifest is None and not self.experimental
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # -- what to release ----------------------------------------------------------------------

@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .steps.files import relative_label
+
 
 @dataclass
 class _Leg:
@@ -67,12 +69,6 @@ class Summary:
             with self._lock:
                 self._leg(leg_id).smoke_not_run = str(result.get("reason", ""))
 
-    def _relative(self, path: Path) -> str:
-        try:
-            return path.relative_to(self.root).as_posix()
-        except ValueError:
-            return str(path)
-
     def render(self, legs: dict[str, Path], failed_elsewhere: list[str] = ()) -> list[str]:
         """Lines for the selected legs (leg id -> its dist/ archive path), failures last."""
         lines: list[tuple[int, str]] = []
@@ -83,7 +79,7 @@ class Summary:
             name = leg_id.ljust(width)
             if state.failed:
                 step, log = state.failed
-                last_log = self._relative(log)
+                last_log = relative_label(log, self.root)
                 lines.append((2, f"  failed      {name}  {step} failed; log: {last_log}"))
                 if state.withdrawn:
                     lines.append((2, f"  withdrawn   {name}  dist/{archive.name} moved to dist/.stale/ "

@@ -59,6 +59,15 @@ class LegDirs:
         """The leg's private Python environment (steps/venv.py), beside its build directory."""
         return self.build.with_name("venv")
 
+    @property
+    def leg(self) -> Path:
+        """build/legs/<leg id>/: beside the logs, the step records (steps/), archive/ and smoke/."""
+        return self.logs.parent
+
+    @property
+    def steps(self) -> Path:
+        return self.leg / "steps"
+
 
 def env_names(texts: Sequence[str]) -> list[str]:
     """The host variables `{env:X}` symbols in `texts` read, sorted."""

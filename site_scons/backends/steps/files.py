@@ -60,16 +60,20 @@ def temp_path_for(path: str | os.PathLike[str]) -> Path:
     return Path(f"{os.fspath(path)}.tmp-{os.getpid()}")
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, fsync: bool = False) -> None:
     """Write `data` to a temp file next to `path`, then rename it onto `path`.
 
-    No fsync: the guarantee we need is against killed builds, not power loss.
+    No fsync unless asked: the guarantee build/ needs is against killed builds, not power
+    loss; dist/ asks for it.
     """
     final = Path(path)
     temp = temp_path_for(final)
     try:
         with open(temp, "wb") as stream:
             stream.write(data)
+            if fsync:
+                stream.flush()
+                os.fsync(stream.fileno())
         os.replace(temp, final)
     except BaseException:
         temp.unlink(missing_ok=True)
@@ -147,3 +151,19 @@ def hardlink_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -
         if error.errno not in _LINK_FALLBACK_ERRNOS:
             raise
         shutil.copy2(src, dst, follow_symlinks=False)
+
+
+def relative_label(path: str | os.PathLike[str], root: Path) -> str:
+    """`path` relative to `root` (posix) where it lies below it; as given elsewhere."""
+    try:
+        return Path(path).relative_to(root).as_posix()
+    except ValueError:
+        return os.fspath(path)
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file, symlink or whole directory; nothing when it is gone already."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

@@ -165,8 +165,11 @@ def fetch(url: str, wanted: str, remotes: Remotes, *, log: Path, label: str, ori
 
 
 def _has_commit(repository: Path, commit: str) -> bool:
-    return subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=repository,
-                          capture_output=True, check=False).returncode == 0
+    try:
+        _output(["cat-file", "-e", f"{commit}^{{commit}}"], repository)
+    except GitError:
+        return False
+    return True
 
 
 # -- checkouts --------------------------------------------------------------------------------

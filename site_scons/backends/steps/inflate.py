@@ -11,6 +11,8 @@ import zipfile
 import zlib
 from typing import BinaryIO, Callable
 
+from .files import CHUNK_SIZE
+
 try:
     from isal import isal_zlib as _inflater
 except ImportError:  # optional: zipfile's zlib does the same, slower
@@ -18,7 +20,6 @@ except ImportError:  # optional: zipfile's zlib does the same, slower
 
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... name length, extra length
 _LOCAL_SIGNATURE = b"PK\x03\x04"
-_CHUNK = 1 << 20
 
 
 def open_member(zipped: zipfile.ZipFile, info: zipfile.ZipInfo) -> BinaryIO:
@@ -67,7 +68,7 @@ class _DeflatedMember(io.RawIOBase):
 
     def _next(self) -> bytes:
         if self._left:
-            raw = self._file.read(min(_CHUNK, self._left))
+            raw = self._file.read(min(CHUNK_SIZE, self._left))
             if not raw:
                 raise zipfile.BadZipFile(f"{self._name}: the archive ends inside this member")
             self._left -= len(raw)

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .files import canonical_json, sha256_file
+from .files import atomic_write_bytes, canonical_json, hardlink_or_copy, sha256_file, temp_path_for
 
 SIDECARS = (".json", ".sha256")
 
@@ -67,7 +66,7 @@ def publish(built: Path, dest: Path, stale_dir: Path, manifest_fields: Mapping[s
     for source, target in zip(published_files(built), published_files(dest)):
         if manifest_fields and target.name.endswith(".json"):
             manifest = {**json.loads(source.read_text(encoding="utf-8")), **manifest_fields}
-            _place_text(canonical_json(manifest), target)
+            atomic_write_bytes(target, canonical_json(manifest).encode("utf-8"), fsync=True)
         else:
             _place(source, target)
     _fsync_dir(dest.parent)
@@ -78,34 +77,12 @@ def publish(built: Path, dest: Path, stale_dir: Path, manifest_fields: Mapping[s
     return published
 
 
-def link_or_copy(source: Path, target: Path) -> None:
-    """A hard link, or a copy on another filesystem (or where links are refused)."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
-        shutil.copymode(source, target)
-
-
 def _place(source: Path, target: Path) -> None:
-    temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    temp = temp_path_for(target)
     temp.unlink(missing_ok=True)
     try:
-        link_or_copy(source, temp)
+        hardlink_or_copy(source, temp)
         with open(temp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-
-
-def _place_text(text: str, target: Path) -> None:
-    temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        with open(temp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, target)
     except BaseException:
