@@ -6,6 +6,8 @@ flags; closure merge; Android container; iOS), #legs-per-engine (which legs are 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Bundle, Command, Contract, CopyRule, Download, Plan, Smoke, frozen
@@ -241,10 +243,8 @@ def _ios_build(leg: Leg) -> list[Command]:
 def _release_download(leg: Leg, engine: Engine) -> Download:
     # Four legs fetch a file named libLiteRt.so.lfs, and every commit's is called so: pin each
     # under `<sub>-<commit>-<file>`, so a new commit pin is a new file pin, never a mismatch.
-    url = engine.render_url("release", leg.params)
     filename = f"{leg.params['sub']}-{engine.pins['commit'][:12]}-{leg.params['file']}"
-    return Download(name="release", url=url, filename=filename, sha256=engine.pinned_sha256(filename) or "",
-                    kind="file", unpack=False)
+    return replace(kit.url_source(engine, "release", leg.params, unpack=False, filename=filename), kind="file")
 
 
 def _lib_files(leg: Leg) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ import sys
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 if TYPE_CHECKING:
     import requests
 
+from .locations import is_url
 from .locks import FileLock
 from .model.plan import Contract
 from .github import DEFAULT_API, GitHub, GitHubError
@@ -190,9 +192,9 @@ class GitHubReleaseStore:
     def location(self) -> str:
         return f"github:{self.repo}@{self.tag}"
 
-    @property
+    @cached_property
     def client(self) -> GitHub:
-        return GitHub(self.api, self.repo, self.token)
+        return GitHub(self.api, self.repo, self.token)  # one session: its connections are reused
 
     def _find(self) -> dict | None:
         if self._release is None:
@@ -231,7 +233,7 @@ class GitHubReleaseStore:
                 if name not in assets:
                     assets[name] = self.client.upload(release, path, name)
         except GitHubError as error:
-            if " 403 " in str(error) or " 401 " in str(error):
+            if error.status in (401, 403):
                 raise ReadOnly(f"{self.location}: {error}") from None
             raise CacheError(f"{self.location}: {error}") from None
 
@@ -252,15 +254,20 @@ def check_entry(entry: Path, archive: str, key: str, contract: Contract, version
     return check(path, contract, version, build_root)
 
 
+def github_release(location: str) -> tuple[str, str]:
+    """(owner/repo, tag) of a `github:<owner>/<repo>@<tag>` location."""
+    repo, _, tag = location[len("github:"):].partition("@")
+    if repo.count("/") != 1 or not tag:
+        raise CacheError(f"binary_cache={location}: write github:<owner>/<repo>@<release tag>")
+    return repo, tag
+
+
 def store_for(location: str, environ: Mapping[str, str]) -> Store:
     if location.startswith("github:"):
-        repo, _, tag = location[len("github:"):].partition("@")
-        if repo.count("/") != 1 or not tag:
-            raise CacheError(f"binary_cache={location}: write github:<owner>/<repo>@<release tag>")
+        repo, tag = github_release(location)
         return GitHubReleaseStore(repo, tag, environ.get("GITHUB_TOKEN", ""),
                                   environ.get("GITHUB_API_URL", DEFAULT_API))
-    scheme = urllib.parse.urlsplit(location).scheme.lower()
-    if scheme in ("http", "https"):
+    if is_url(location):
         return HttpStore(location)
     return DirectoryStore(Path(location))
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .binary_cache import CacheError, github_release
 from .host import Host
 from .locations import is_url, local_path
 from .model.leg import Leg, leg_id
@@ -94,9 +95,10 @@ def _binary_caches(text: str) -> tuple[str, ...]:
     caches = tuple(c.strip() for c in text.split(",") if c.strip())
     for cache in caches:
         if cache.startswith("github:"):
-            repo, _, tag = cache[len("github:"):].partition("@")
-            if repo.count("/") != 1 or not tag:
-                raise SelectionError(f"binary_cache={cache}: write github:<owner>/<repo>@<release tag>")
+            try:
+                github_release(cache)
+            except CacheError as error:
+                raise SelectionError(str(error)) from None
         elif not is_url(cache) and Path(cache).exists() and not Path(cache).is_dir():
             raise SelectionError(f"binary_cache={cache} is not a directory")
     return caches

@@ -25,6 +25,10 @@ TIMEOUT = (30, 600)  # connect, read: uploads of large archives take minutes
 class GitHubError(RuntimeError):
     """A GitHub API call that failed; the message names the call and GitHub's answer."""
 
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status GitHub answered with; 0 when there was none
+
 
 class GitHub:
     def __init__(self, api: str, repo: str, token: str, session: requests.Session | None = None,
@@ -57,7 +61,8 @@ class GitHub:
                 if response.status_code in expect:
                     return response
                 if response.status_code not in RETRY_STATUSES or attempt == ATTEMPTS:
-                    raise GitHubError(f"GitHub API {what}: HTTP {response.status_code} {_api_message(response)}")
+                    raise GitHubError(f"GitHub API {what}: HTTP {response.status_code} {_api_message(response)}",
+                                      response.status_code)
             self.sleep(2 ** attempt)
         raise AssertionError("unreachable")
 

@@ -24,7 +24,7 @@ from .actions import LegNodes, RunContext, Step, StepResult, leaf
 from .binary_cache import CacheError, check_entry, warn
 from .canonical import canonical, digest, plain
 from .frontend import Invocation, Settings
-from .locations import origin_filename
+from .locations import origin_filename, origin_for
 from .model.engine import Engine
 from .model.leg import Leg
 from .model.plan import Download, Plan
@@ -114,12 +114,7 @@ class Graph:
 
     # -- fetch / extract / source -------------------------------------------------------
     def _origin(self, plan: Plan, download: Download) -> str:
-        origins = self.settings.origins
-        if download.name in origins:
-            return origins[download.name]
-        if "" in origins and plan.downloads and download is plan.downloads[0]:
-            return origins[""]
-        return ""
+        return origin_for(self.settings.origins, plan, download)
 
     def fetch(self, plan: Plan, download: Download) -> tuple[Any, Path]:
         origin = self._origin(plan, download)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 from .explain import format_table
-from .model.engine import DataError, url_filename
+from .model.engine import DataError, Engine, url_filename
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
 
@@ -73,12 +73,15 @@ def _inputs_of(plan: Plan, download: Download, matrix: Matrix) -> list[Input]:
                  names=download.names)
     if not download.names:
         return [item]
-    data = matrix.engines[engine]
-    named = data.nested.get(download.filename, "")
-    filename = url_filename(named) if named else ""
-    nested = Input(engine, download.name, FILE, filename, named, pin=data.sha256.get(filename, "") if named else "",
-                   legs=legs, parent=download.filename)
-    return [item, nested]
+    return [item, named_input(item, matrix.engines[engine].nested.get(download.filename, ""), matrix.engines[engine])]
+
+
+def named_input(parent: Input, url: str, engine: Engine) -> Input:
+    """The file `parent` names (a podspec's tarball), pinned under its own file name; an
+    unknown one ("" url) until `scons lock` reads the parent."""
+    filename = url_filename(url) if url else ""
+    return Input(parent.engine, parent.source, FILE, filename, url, pin=engine.sha256.get(filename, "") if url else "",
+                 legs=parent.legs, parent=parent.key)
 
 
 def _check_same(known: Input, other: Input) -> None:

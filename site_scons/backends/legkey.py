@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from .canonical import canonical, digest
+from .locations import origin_for
 from .model.engine import Engine
 from .model.leg import Leg
 from .model.matrix import Matrix
@@ -92,9 +93,8 @@ def leg_key(plan: Plan, engine: Engine, root: Path, *, fmt: str = "zip", origins
     leg = plan.leg
     origins = origins or {}
     pins, unpinned = [], []
-    for index, download in enumerate(plan.downloads):
-        origin = origins.get(download.name) or (origins.get("") if index == 0 else "")
-        pin, why = _input(download, origin or "", hash_file)
+    for download in plan.downloads:
+        pin, why = _input(download, origin_for(origins, plan, download), hash_file)
         pins.append(pin)
         if why:
             unpinned.append(why)

@@ -6,8 +6,12 @@ from __future__ import annotations
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
 
 from .model.engine import url_filename
+
+if TYPE_CHECKING:
+    from .model.plan import Download, Plan
 
 
 class UnsupportedLocation(ValueError):
@@ -38,3 +42,13 @@ def locate(location: str) -> str | Path:
 def origin_filename(origin: str) -> str:
     """The file name an `origin=` override (a URL or a local path) stands for."""
     return url_filename(origin) if "://" in origin else Path(origin).name
+
+
+def origin_for(origins: Mapping[str, str], plan: Plan, download: Download) -> str:
+    """The `origin=` standing in for one download of a plan: the one given by its source name,
+    else an unnamed one when it is the plan's main (first) download; "" when none."""
+    if download.name in origins:
+        return origins[download.name]
+    if "" in origins and plan.downloads and download is plan.downloads[0]:
+        return origins[""]
+    return ""

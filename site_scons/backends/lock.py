@@ -26,7 +26,8 @@ from typing import Sequence
 
 from .explain import format_table
 from .frontend import Settings
-from .inputs import FILE, GIT, UNPINNED, Input, collect
+from .inputs import FILE, GIT, UNPINNED, Input, collect, named_input
+from .locations import origin_for
 from .model.engine import Engine, url_filename
 from .model.leg import Leg
 from .model.matrix import Matrix
@@ -160,12 +161,9 @@ def _dropped(changes: Changes) -> list[str]:
 
 def _origin(item: Input, plans: Sequence[Plan], settings: Settings) -> str:
     """The `origin=` standing in for `item`: by source name, or as its legs' main download."""
-    origins = settings.origins
-    if item.source in origins:
-        return origins[item.source]
-    main = any(plan.downloads and plan.downloads[0].name == item.source and plan.leg.id in item.legs
-               for plan in plans)
-    return origins.get("", "") if main else ""
+    given = (origin_for(settings.origins, plan, download) for plan in plans if plan.leg.id in item.legs
+             for download in plan.downloads if download.name == item.source)
+    return next((origin for origin in given if origin), "")
 
 
 def _resolve(item: Input, origin: str, settings: Settings, engine: Engine) -> list[Outcome]:
@@ -200,9 +198,7 @@ def _resolve_named(parent: Input, path: Path, settings: Settings, engine: Engine
     recorded = engine.nested.get(parent.key, "")
     if recorded and recorded != url:
         raise LockError(f"{parent.key} names {url} in {parent.names}, but [nested] records {recorded}")
-    filename = url_filename(url)
-    named = Input(parent.engine, parent.source, FILE, filename, url, pin=engine.sha256.get(filename, ""),
-                  legs=parent.legs, parent=parent.key)
+    named = named_input(parent, url, engine)
     fetched = _fetch(named, "", settings)
     return Outcome(named, named.pin, fetched.sha256, note="" if recorded else f"named in {parent.key}")
 

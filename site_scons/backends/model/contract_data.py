@@ -12,15 +12,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from .engine import DataError
+from .engine import DataError, when_matches
 from .leg import Leg
 from .plan import Contract, Evidence
 from .recipe_kit import facts
-from .vocab import ACCELERATORS, ENGINES, OSES
+from .vocab import ACCELERATORS, CONDITIONS, ENGINES, OSES
 
 FILE_NAME = "contracts.toml"
 EVIDENCE_KINDS = ("files", "symbols", "links", "targets")
-WHEN_KEYS = ("platform", "os", "arch", "kind", "linkage", "config", "source")
+# The leg facts an evidence row may depend on: those of a patch's `when` but the flavor and the
+# accelerator, which the row is evidence of.
+WHEN_KEYS = tuple(key for key in CONDITIONS if key not in ("flavor", "accelerator"))
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,7 @@ class EvidenceRow:
     when: Mapping[str, tuple[str, ...]]
 
     def applies_to(self, leg: Leg) -> bool:
-        leg_facts = facts(leg)
-        return all(leg_facts[key] in wanted for key, wanted in self.when.items())
+        return when_matches(self.when, facts(leg))
 
 
 @dataclass(frozen=True)

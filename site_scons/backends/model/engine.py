@@ -58,10 +58,25 @@ PATCH_FIELDS = ("file", "reason", "upstream", "until", "when")
 _VERSION = re.compile(r"\d+(\.\d+)*")
 
 
-def version_key(version: str) -> tuple[int, ...] | None:
-    """The leading dotted numbers of a version (`1.27.0rc1` -> (1, 27, 0)); None when it has none."""
+def when_matches(when: Mapping[str, tuple[str, ...]], facts: Mapping[str, str | tuple[str, ...]]) -> bool:
+    """A `when` table (key -> accepted values) against a leg's facts (recipe_kit.facts): every
+    key must accept one of the leg's values (a leg has several accelerators, say)."""
+    for key, accepted in when.items():
+        have = facts[key]
+        values = have if isinstance(have, tuple) else (have,)
+        if not set(values) & set(accepted):
+            return False
+    return True
+
+
+def version_key(version: str, width: int = 0) -> tuple[int, ...] | None:
+    """The leading dotted numbers of a version (`1.27.0rc1` -> (1, 27, 0)), padded with zeros
+    to `width` parts (`17.0` -> (17, 0, 0) at 3); None when it has none."""
     match = _VERSION.match(version)
-    return tuple(int(part) for part in match.group(0).split(".")) if match else None
+    if not match:
+        return None
+    parts = tuple(int(part) for part in match.group(0).split("."))
+    return parts + (0,) * (width - len(parts))
 
 
 @dataclass(frozen=True)
@@ -93,12 +108,7 @@ class PatchSpec:
     when: Mapping[str, tuple[str, ...]]  # every key must match; a key matches any of its values
 
     def applies_to(self, facts: Mapping[str, str | tuple[str, ...]]) -> bool:
-        for key, accepted in self.when.items():
-            have = facts[key]
-            values = have if isinstance(have, tuple) else (have,)
-            if not set(values) & set(accepted):
-                return False
-        return True
+        return when_matches(self.when, facts)
 
     def outdated_at(self, version: str) -> bool:
         """Whether `version` is past the last upstream version known to need the patch."""

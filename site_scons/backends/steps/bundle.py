@@ -135,6 +135,12 @@ def _format_of_bytes(head: bytes) -> str:
     return "unknown"
 
 
+def is_ar_archive(path: str | os.PathLike[str]) -> bool:
+    """A (non-thin) `ar` archive: a static library of any object format."""
+    with open(path, "rb") as stream:
+        return stream.read(len(AR_MAGIC)) == AR_MAGIC
+
+
 def object_format(path: Path) -> str:
     """"elf", "macho" (thin or fat), "coff", "wasm", "pe" (DLL/EXE), "ar" (an archive
     whose members are none of those, or a thin archive) or "unknown", by magic bytes.

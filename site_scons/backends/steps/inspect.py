@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from functools import lru_cache
 from pathlib import Path
 
 from backends import toolchain
+from backends.model.engine import version_key
 from backends.steps.bundle import AR_MAGIC, iter_archive_members, nm_symbol_table, object_format
 from backends.steps.universal import macho_archs
 
@@ -70,7 +72,8 @@ def symbol_sets(lib: Path, arch: str = "") -> tuple[set[str], set[str]]:
     slice of a universal file) of a static library or object; the export table of a shared
     library (which leaves nothing undefined that the loader does not resolve)."""
     lib = Path(lib)
-    if object_format(lib) == "pe" or (object_format(lib) in ("elf", "macho") and _is_shared(lib)):
+    fmt = object_format(lib)
+    if fmt == "pe" or (fmt in ("elf", "macho") and _is_shared(lib)):
         return exported_symbols(lib, arch), set()
     undefined, defined = nm_symbol_table(lib, arch)
     return defined, undefined
@@ -143,16 +146,21 @@ def macho_min_os(lib: Path) -> dict[str, str]:
                     or command.get("cmd", "").startswith("LC_VERSION_MIN_")]
         versions = [version for version in versions if version]
         if versions:
-            result[arch] = max(versions, key=_version_key)
+            result[arch] = max(versions, key=lambda version: version_key(version) or ())
     return result
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version))
-
 
 def _macho_load_commands(lib: Path) -> dict[str, list[dict[str, str]]]:
-    """Load commands per architecture, each as {field: first word of its value}."""
+    """Load commands per architecture, each as {field: first word of its value}; read once
+    per file as it is (several checks ask about one library). Callers must not modify it."""
+    st = os.stat(lib)
+    return _load_commands_of(str(lib), (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+
+
+@lru_cache(maxsize=256)
+def _load_commands_of(path: str, identity: tuple[int, ...]) -> dict[str, list[dict[str, str]]]:
+    lib = Path(path)
     archs = macho_archs(lib)
     per_arch: dict[str, list[dict[str, str]]] = {}
     for arch in archs:
@@ -257,9 +265,7 @@ def library_identity(lib: Path) -> str:
         match = _SONAME.search(_tool_output("llvm-readobj", ["--dynamic-table"], lib))
         return match.group(1) if match else ""
     if fmt == "macho":
-        ids = [c.get("name", "") for commands in _macho_load_commands(lib).values()
-               for c in commands if c.get("cmd") == "LC_ID_DYLIB"]
-        return ids[0] if ids else ""
+        return next((name for name in macho_install_names(lib).values() if name), "")
     if fmt == "pe":
         match = _DLL_NAME.search(_tool_output("llvm-objdump", ["-p"], lib))
         return match.group(1) if match else ""

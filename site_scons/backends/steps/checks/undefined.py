@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from pathlib import Path
 
-from ..bundle import AR_MAGIC
+from ..bundle import is_ar_archive
 from .view import ArchiveView, group_of
 
 # Names whose owner a name tells: C++ (Itanium, MSVC, MSVC imports) and Objective-C classes.
@@ -18,7 +17,7 @@ SHOWN = 12
 
 def check_undefined(view: ArchiveView, platform: str, system: tuple[str, ...],
                     internal: tuple[str, ...]) -> list[str]:
-    statics = [name for name in view.binaries if _is_archive(view.file(name))]
+    statics = [name for name in view.binaries if is_ar_archive(view.file(name))]
     if not statics:
         return []
     allowed = [re.compile(pattern) for pattern in system]
@@ -54,6 +53,3 @@ def _message(group: str, dangling: list[str], references: dict[str, str]) -> str
             f"the static library is not self-contained: {shown}{more}")
 
 
-def _is_archive(path: Path) -> bool:
-    with open(path, "rb") as stream:
-        return stream.read(len(AR_MAGIC)) == AR_MAGIC

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from ...model.engine import version_key
 from ...model.plan import Contract, VersionProbe
 from ..globs import matches
 from ..inspect import dll_file_version, dylib_version, elf_version_definitions
@@ -64,19 +65,12 @@ def _read(view: ArchiveView, probe: VersionProbe) -> list[tuple[str, str]]:
 def _same(stated: str, version: str, kind: str) -> bool:
     """`2.13.0+cpu` states 2.13.0; a DLL's 1.26.20260508.2 states 1.26 (ORT stamps the
     build date into the third field)."""
-    want = _RELEASE.match(version)
-    have = _RELEASE.match(stated)
+    want, have = version_key(version, 3), version_key(stated, 3)
     if not (want and have):
         return stated == version
-    want_parts, have_parts = _parts(want.group(0)), _parts(have.group(0))
     if kind == "dll":
-        return have_parts[:2] == want_parts[:2]
-    return have_parts == want_parts
-
-
-def _parts(release: str) -> list[int]:
-    parts = [int(p) for p in release.split(".")]
-    return parts + [0] * (3 - len(parts))
+        return have[:2] == want[:2]
+    return have == want
 
 
 def check_header_api(view: ArchiveView, contract: Contract, version: str) -> list[str]:

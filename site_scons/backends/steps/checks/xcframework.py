@@ -7,6 +7,7 @@ import plistlib
 import posixpath
 import re
 
+from ...model.engine import version_key
 from ..inspect import binary_archs, macho_min_os, macho_platforms
 from .view import ArchiveView
 
@@ -69,11 +70,7 @@ def _check_slice(view: ArchiveView, root: str, library: dict, min_os: str) -> li
 def _check_min_os(member: str, per_arch: dict[str, str], promised: str) -> list[str]:
     if not promised:
         return []
-    newer = {arch: version for arch, version in per_arch.items() if _key(version) > _key(promised)}
+    newer = {arch: version for arch, version in per_arch.items() if (version_key(version, 3) or ()) > (version_key(promised, 3) or ())}
     return [f"{member} requires {arch} OS {version}, newer than the {promised} the package promises"
             for arch, version in sorted(newer.items())]
 
-
-def _key(version: str) -> tuple[int, ...]:
-    parts = [int(part) for part in re.findall(r"\d+", version)]
-    return tuple(parts + [0] * (3 - len(parts)))
