@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -23,9 +25,12 @@ from .model.recipes import plan_all
 from .model.selection import Filters, SelectionError, select, select_ids, suggest
 from .model.vocab import FLAVORS, KINDS, VocabularyError, canonical_platform
 from .options import FILTERS, OPTION_NAMES, OPTIONS, OptionError, option, parse_bool
+from .steps import LEG_STEPS
 
-# Commands are words on the command line; leg ids are the other targets.
+# Commands are words on the command line; leg ids are the other targets, and so is a step's
+# record (build/legs/<leg id>/steps/<step>.json): running up to that step.
 COMMANDS = ("list", "ci-matrix", "pins", "lock")
+_STEP_TARGET = re.compile(r"build/legs/([^/]+)/steps/([^/]+)\.json")
 
 
 @dataclass(frozen=True)
@@ -164,10 +169,17 @@ def _split_targets(targets: Sequence[str], matrix: Matrix) -> tuple[list[str], l
         if canonical in known:
             legs.append(canonical)
             continue
+        step = _STEP_TARGET.fullmatch(posixpath.normpath(target.replace("\\", "/")))
+        if step and step.group(1) in known:
+            if step.group(2) not in LEG_STEPS:
+                raise SelectionError(f"unknown step {step.group(2)!r} in {target}; a leg's steps: "
+                                     f"{', '.join(LEG_STEPS)}")
+            legs.append(step.group(1))  # SCons builds up to that step's record, no further
+            continue
         hint = suggest(target, [*COMMANDS, *matrix.ids])
         what = "leg" if canonical or any(target.startswith(f"{e}-") for e in matrix.engines) else "target"
         raise SelectionError(f"unknown {what} {target!r}{hint}; targets are {', '.join(COMMANDS)} or leg ids "
-                             "(`scons list` shows every leg id)")
+                             "(`scons list` shows every leg id), or a step's record build/legs/<leg id>/steps/<step>.json")
     return commands, legs
 
 

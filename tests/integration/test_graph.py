@@ -178,6 +178,17 @@ def test_a_patch_past_its_until_is_a_warning_when_building(project_factory):
     assert "scons: warning" not in _ok(scons(project, SMALL_IDS[0])).stdout  # a leg the patch does not touch
 
 
+def test_a_step_record_as_target_runs_up_to_that_step(project_factory):
+    project = project_factory(fixsrc_rows=SMALL_ROWS, fixbin=False)
+    leg = SMALL_IDS[0]
+    run = _ok(scons(project, f"build/legs/{leg}/steps/build.json"))
+    assert [line.split()[0] for line in run.step_lines()][-1] == "[build]", str(run)
+    steps = {p.stem for p in (project / f"build/legs/{leg}/steps").glob("*.json")}
+    assert steps == {"build"} and not (project / "dist").exists()
+    refused = scons(project, f"build/legs/{leg}/steps/bild.json")
+    assert refused.returncode == 2 and "unknown step 'bild'" in refused.stderr, str(refused)
+
+
 def test_flag_edits_rerun_only_that_leg(project_factory):
     project = project_factory(fixsrc_rows=SMALL_ROWS, fixbin=False)
     args = ("engine=fixsrc", "flavor=all")
