@@ -179,6 +179,8 @@ def test_until_must_be_a_version(project: Path) -> None:
 # -- fields typed at load: a hostile or careless edit fails naming the file and field -----------
 
 BAD_DATA = [
+    ("variants/tflite.toml", "[defaults]\n", "[defaults]\nexperimantal = true\n",
+     r"tflite.toml \[defaults\]: unknown fields experimantal; fields: "),
     ("variants/executorch.toml", "can_run = false", 'can_run = "false"',
      r"executorch.toml leg #\d+: can_run must be a boolean \(true or false\), not 'false'"),
     ("variants/executorch.toml", "publish = false", 'publish = "no"',

@@ -142,6 +142,12 @@ def load_variants(path: Path, engine: str) -> list[Leg]:
     if unknown:
         raise DataError(f"{path}: unknown tables {', '.join(sorted(unknown))}; expected [defaults] and [[leg]]")
     defaults = raw.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise DataError(f"{path.name} [defaults]: must be a table")
+    unknown = set(defaults) - ROW_FIELDS
+    if unknown:
+        raise DataError(f"{path.name} [defaults]: unknown fields {', '.join(sorted(unknown))}; "
+                        f"fields: {', '.join(sorted(ROW_FIELDS))}")
     legs: list[Leg] = []
     for index, row in enumerate(raw.get("leg", ()), start=1):
         where = f"{path.name} leg #{index}"
