@@ -175,7 +175,8 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
 def _ios_smoke_notes(leg: Leg) -> tuple[str, ...]:
     notes = ("smoke: a simulator build, run with `xcrun simctl spawn` on a booted device",)
     if leg.accelerator:
-        notes += ("the smoke does not exercise the delegate xcframeworks (docs/upstream.md#open-questions)",)
+        notes += ("the smoke runs a Metal and a CoreML pass through the delegate xcframeworks "
+                  "(docs/upstream.md#open-questions)",)
     return notes
 
 

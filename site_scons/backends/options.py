@@ -104,7 +104,7 @@ OPTIONS: tuple[Option, ...] = (
            boolean=True),
     Option("verbose", "print full command lines and stream upstream build output", "0", boolean=True),
     Option("binary_cache", "binary caches of verified archives, looked up by leg key before building and "
-           "written after a build: directories, http(s):// prefixes (GET/HEAD/PUT), github:<owner>/<repo>@<tag>; "
+           "written after a build: directories, http(s):// prefixes (GET/PUT), github:<owner>/<repo>@<tag>; "
            "comma-separated", "", check=_comma_list),
     Option("binary_cache_write", "store what this run builds into the binary caches (0: only read them, as "
            "pull requests do)", "1", boolean=True),
