@@ -1,8 +1,10 @@
-"""Data errors are caught when the data is read, naming the file and row: variant rows with a
+"""Data errors are caught when the data is read, naming the file and row: every field typed
+and checked by one schema (model/schema.py), versions by one grammar, variant rows with a
 mistyped platform, patches whose `when` is misspelled or matches no leg, legs a recipe cannot
 build (its validate(leg)), and pins past a patch's `until`."""
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +16,7 @@ from backends.model.engine import DataError
 from backends.model.matrix import load_matrix
 from backends.model.recipe_kit import facts, patches_for
 from backends.model.recipes import leg_engine, plan_leg
+from backends.model.schema import VersionPattern, check_version
 from backends.model.vocab import CONDITIONS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,7 +131,7 @@ def test_the_when_keys_are_the_leg_facts() -> None:
     ('when = { os = 3 }', "when.os must be a string or a list of strings"),
     ('when = { os = [] }', "when.os must be a string or a list of strings"),
     ('when = "coreml"', "when must be a table"),
-    ('whn = { accelerator = "coreml" }', r"unknown fields whn; fields: file, reason"),
+    ('whn = { accelerator = "coreml" }', r"unknown fields whn \(did you mean when\?\); fields: file, reason"),
 ])
 def test_a_misspelled_when_is_an_error_not_a_patch_for_every_leg(project: Path, when: str, error: str) -> None:
     replace_text(project / "engines" / "onnxruntime" / "engine.toml", ORT_PATCH, when)
@@ -178,37 +181,124 @@ def test_until_must_be_a_version(project: Path) -> None:
 
 # -- fields typed at load: a hostile or careless edit fails naming the file and field -----------
 
+ORT = "engines/onnxruntime/engine.toml"
+ET_ROW_VERSION = 'version = "1.5.1"'  # an executorch wheel row's own version
+NOT_A_VERSION = r"is not a version such as 1.26.0"
+
+# (file, text, its replacement, the DataError that names the file and the row or field)
 BAD_DATA = [
+    # -- variants/*.toml rows and [defaults]
     ("variants/tflite.toml", "[defaults]\n", "[defaults]\nexperimantal = true\n",
-     r"tflite.toml \[defaults\]: unknown fields experimantal; fields: "),
+     r"tflite.toml \[defaults\]: unknown fields experimantal \(did you mean experimental\?\); fields: platform, "),
+    ("variants/tflite.toml", "[defaults]\n", "[default]\n",
+     r"tflite.toml: unknown fields default \(did you mean defaults\?\)"),
+    ("variants/tflite.toml", "[defaults]\n", "[defaults]\nkind = []\n",
+     r"tflite.toml \[defaults\]: kind is an empty list"),
+    ("variants/tflite.toml", 'runner = "', 'runer = "',
+     r"tflite.toml leg #1: unknown fields runer \(did you mean runner\?\)"),
     ("variants/executorch.toml", "can_run = false", 'can_run = "false"',
      r"executorch.toml leg #\d+: can_run must be a boolean \(true or false\), not 'false'"),
     ("variants/executorch.toml", "publish = false", 'publish = "no"',
      r"executorch.toml leg #\d+: publish must be a boolean \(true or false\), not 'no'"),
-    ("engines/onnxruntime/engine.toml", 'version = "', "version = 1.26 #",
-     r"onnxruntime/engine.toml: version must be a string, not 1.26"),
-    ("engines/onnxruntime/engine.toml", "[sources.aar]\n", '[sources.aar]\nkind = "ftp"\n',
-     r"\[sources.aar\]: kind 'ftp' is not one of archive, git"),
-    ("engines/onnxruntime/engine.toml", 'commit = "', 'commit = "abc" #',
-     r"\[sources.source\]: commit 'abc' is not a 40-digit hex commit id"),
-    ("engines/onnxruntime/engine.toml", 'libname = "onnxruntime"', 'libname = "../../elsewhere"',
-     r"libname '../../elsewhere' must be one plain file name"),
-    ("engines/onnxruntime/engine.toml", 'libname = "onnxruntime"', "libname = 3",
-     r"libname must be a string, not 3"),
-    ("engines/onnxruntime/engine.toml", 'package_dirs = ["include", "lib"]', 'package_dirs = ["include", "../lib"]',
-     r"package_dirs entry '../lib' must be one plain file name"),
-    ("engines/onnxruntime/engine.toml", 'package_dirs = ["include", "lib"]', 'package_dirs = "lib"',
-     r"package_dirs must be a list, not 'lib'"),
-    ("engines/onnxruntime/engine.toml", "[pins]\n", "[pins]\nthreads = 4\n",
-     r"pins.threads must be a string, not 4"),
-    ("engines/onnxruntime/engine.toml", 'file = "patches/coreml_proto_export.py"', 'file = "../libtorch/recipe.py"',
-     r"file '../libtorch/recipe.py' must be a script in the engine's patches/ directory"),
-    ("engines/onnxruntime/engine.toml", 'file = "patches/coreml_proto_export.py"', 'file = "patches/nosuch.py"',
-     r"patch files not found: patches/nosuch.py"),
-    ("engines/onnxruntime/engine.toml", 'version = "', 'version_pattern = ".*"\nversion = "1.26/../x" #',
-     r"version '1.26/../x' must be one plain file name"),
-    ("engines/onnxruntime/engine.toml", "[sha256]\n", '[sha256]\n"extra.tgz" = "abc"\n',
-     r"\[sha256\] 'extra.tgz' = 'abc' is not 64 lowercase hex digits"),
+    ("variants/tflite.toml", 'kind = "static"', "kind = []", r"tflite.toml leg #\d+: kind is an empty list"),
+    ("variants/tflite.toml", 'kind = "static"', "kind = 3", r"tflite.toml leg #\d+: kind must be a string, not 3"),
+    ("variants/onnxruntime.toml", 'config = ["release", "debug"]', "config = []",
+     r"onnxruntime.toml leg #\d+: config is an empty list"),
+    ("variants/executorch.toml", 'accelerator = ["coreml", "mlx"]', "accelerator = []",
+     r"executorch.toml leg #\d+: accelerator is an empty list"),
+    ("variants/executorch.toml", 'toolchain = "android"', 'toolchain = ["android"]',
+     r"executorch.toml leg #\d+: toolchain must be a string, not \['android'\]"),
+    ("variants/tflite.toml", 'runner = "ubuntu-24.04"', 'runner = "../ubuntu-24.04"',
+     r"tflite.toml leg #\d+: runner '../ubuntu-24.04' is not one of macos-15, "),
+    ("variants/executorch.toml", ET_ROW_VERSION, 'version = "1.26.0/../../../advpub/x"',
+     rf"executorch.toml leg #\d+: version '1.26.0/../../../advpub/x' {NOT_A_VERSION}"),
+    ("variants/executorch.toml", ET_ROW_VERSION, 'version = "../../../../../../advpwn/1.0.0"',
+     rf"executorch.toml leg #\d+: version '../../../../../../advpwn/1.0.0' {NOT_A_VERSION}"),
+    ("variants/executorch.toml", ET_ROW_VERSION, 'version = "\u0661.\u0665.\u0661"',
+     r"executorch.toml leg #\d+: version '\u0661.\u0665.\u0661' has non-ASCII characters"),
+    ("variants/executorch.toml", ET_ROW_VERSION, 'version = "01.05.01"',
+     r"executorch.toml leg #\d+: version '01.05.01' has a leading zero: write '1.5.1', its canonical spelling"),
+    ("variants/executorch.toml", ET_ROW_VERSION, 'version = ""',
+     rf"executorch.toml leg #\d+: version '' {NOT_A_VERSION}"),
+    ("variants/executorch.toml", ET_ROW_VERSION, 'version = "1.5.1rc1"',  # the grammar's suffix, not executorch's
+     r"executorch.toml leg #\d+: version '1.5.1rc1' does not match the version_pattern .* of "
+     r"engines/executorch/engine.toml"),
+    ("variants/executorch.toml", 'params = { wheel = "', 'params = { wheel = "../../',
+     r"executorch.toml leg #\d+: params.wheel '../../manylinux_2_28_x86_64' must be one plain file name"),
+    ("variants/executorch.toml", 'params = { wheel = "', 'params = { version = "1.5.1", wheel = "',
+     r"executorch.toml leg #\d+: params key 'version' would replace the version in every template"),
+    ("variants/litert.toml", 'file = "libLiteRt.dylib"', 'file = "/tmp/libLiteRt.dylib"',
+     r"litert.toml leg #\d+: params.file '/tmp/libLiteRt.dylib' must be one plain file name"),
+    ("variants/onnxruntime.toml", 'asset = "onnxruntime-linux-x64"', 'asset = "..%2F..%2Fonnxruntime-linux-x64"',
+     r"onnxruntime.toml leg #\d+: params.asset '..%2F..%2Fonnxruntime-linux-x64' must be one plain file name"),
+    ("variants/onnxruntime.toml", 'abis = "arm64-v8a x86_64"', 'abis = "arm64-v8a ../x86_64"',
+     r"onnxruntime.toml leg #\d+: params.abis 'arm64-v8a ../x86_64' must be ABI names separated by single spaces"),
+    ("variants/onnxruntime.toml", 'requires = { min_os = "macOS 11.0" }', 'requires = { min_os = "macOS\\n11.0" }',
+     r"onnxruntime.toml leg #\d+: requires.min_os 'macOS\\n11.0' must be one line of text"),
+    ("variants/onnxruntime.toml", 'requires = { min_os = "macOS 11.0" }', "requires = { min_os = 11 }",
+     r"onnxruntime.toml leg #\d+: requires.min_os must be a string, not 11"),
+    # -- engines/<engine>/engine.toml
+    (ORT, 'version = "', 'versoin = "', r"onnxruntime/engine.toml: unknown fields versoin \(did you mean version\?\)"),
+    (ORT, "[sha256]\n", "[sha265]\n", r"onnxruntime/engine.toml: unknown fields sha265 \(did you mean sha256\?\)"),
+    (ORT, 'commit = "', 'commmit = "',
+     r"onnxruntime/engine.toml \[sources.source\]: unknown fields commmit \(did you mean commit\?\)"),
+    (ORT, 'version = "', "version = 1.26 #", r"onnxruntime/engine.toml: version must be a string, not 1.26"),
+    (ORT, 'version = "', 'version = "0', r"onnxruntime/engine.toml: version '0[\d.]+' has a leading zero: write '"),
+    (ORT, 'version = "', 'version_pattern = ".*"\nversion = "1.26/../x" #',
+     rf"onnxruntime/engine.toml: version '1.26/../x' {NOT_A_VERSION}"),
+    (ORT, 'version = "', 'version_pattern = "("\nversion = "',
+     r"onnxruntime/engine.toml: version_pattern '\(' is not a regular expression"),
+    (ORT, 'version = "', 'version_pattern = "[0-9]+"\nversion = "',
+     r"onnxruntime/engine.toml: version '[\d.]+' does not match version_pattern '\[0-9\]\+'"),
+    (ORT, "[sources.aar]\n", '[sources.aar]\nkind = "ftp"\n',
+     r"onnxruntime/engine.toml \[sources.aar\]: kind 'ftp' is not one of archive, git"),
+    (ORT, "[sources.aar]\n", '[sources."../aar"]\n',
+     r"onnxruntime/engine.toml: sources key '../aar' must be one plain"),
+    (ORT, 'commit = "', 'commit = "abc" #',
+     r"onnxruntime/engine.toml \[sources.source\]: commit 'abc' is not a 40-digit hex commit id"),
+    (ORT, 'ref = "v{version}"', 'ref = "--upload-pack=touch /tmp/x"',
+     r"onnxruntime/engine.toml \[sources.source\]: ref '--upload-pack=touch /tmp/x' is not a git tag, branch"),
+    (ORT, 'url = "https://github.com/microsoft/onnxruntime/releases', 'url = "file:///tmp/releases',
+     r"onnxruntime/engine.toml \[sources.release\]: url 'file:///tmp/releases.*' must be a http:// or https:// URL"),
+    (ORT, "/download/v{version}/", "/download/v{version.__class__}/",
+     r"onnxruntime/engine.toml \[sources.release\]: url .*: placeholder \{version.__class__\} must be a plain name"),
+    (ORT, "/download/v{version}/", "/download/v{version/",
+     r"onnxruntime/engine.toml \[sources.release\]: url .* is not a template such as v\{version\}"),
+    (ORT, 'homepage = "https://onnxruntime.ai"', 'homepage = "javascript:alert(1)"',
+     r"onnxruntime/engine.toml: homepage 'javascript:alert\(1\)' must be a http:// or https:// URL"),
+    (ORT, 'license = "MIT"', 'license = "MIT\\nevil"',
+     r"onnxruntime/engine.toml: license 'MIT\\nevil' must be one line"),
+    (ORT, 'libname = "onnxruntime"', 'libname = "../../elsewhere"',
+     r"onnxruntime/engine.toml: libname '../../elsewhere' must be one plain file name"),
+    (ORT, 'libname = "onnxruntime"', "libname = 3", r"onnxruntime/engine.toml: libname must be a string, not 3"),
+    (ORT, 'package_dirs = ["include", "lib"]', 'package_dirs = ["include", "../lib"]',
+     r"onnxruntime/engine.toml: package_dirs entry '../lib' must be one plain file name"),
+    (ORT, 'package_dirs = ["include", "lib"]', 'package_dirs = "lib"',
+     r"onnxruntime/engine.toml: package_dirs must be a list, not 'lib'"),
+    (ORT, 'package_dirs = ["include", "lib"]', "package_dirs = []",
+     r"onnxruntime/engine.toml: package_dirs is an empty list"),
+    (ORT, "[pins]\n", "[pins]\nthreads = 4\n", r"onnxruntime/engine.toml: pins.threads must be a string, not 4"),
+    (ORT, "[pins]\n", '[pins]\nversion = "9.9.9"\n',
+     r"onnxruntime/engine.toml: pins key 'version' would replace the version in every template"),
+    (ORT, "[pins]\n", '[pins]\nllvm = "x%2F..%2F..%2Fy"\n',
+     r"onnxruntime/engine.toml: pins.llvm 'x%2F..%2F..%2Fy' must be one plain file name"),
+    ("engines/executorch/engine.toml", 'torch_index = "https://', 'torch_index = "--index-url=file:///',
+     r"executorch/engine.toml: pins.torch_index '--index-url=file:///.*' must be a http:// or https:// URL"),
+    ("engines/litert/engine.toml", 'build_image = "', 'build_image = "--privileged ',
+     r"litert/engine.toml: pins.build_image '--privileged .*' must be a container image reference"),
+    (ORT, 'file = "patches/coreml_proto_export.py"', 'file = "../libtorch/recipe.py"',
+     r"\[\[patches\]\] #1: file '../libtorch/recipe.py' must be a script in the engine's patches/ directory"),
+    (ORT, 'file = "patches/coreml_proto_export.py"', 'file = "patches/nosuch.py"',
+     r"onnxruntime/engine.toml: patch files not found: patches/nosuch.py"),
+    (ORT, 'upstream = "https://', 'upstream = "see ',
+     r"\[\[patches\]\] #1: upstream 'see .*' must be a http:// or https:// URL"),
+    (ORT, 'until = "', 'until = "\u0661', r"\[\[patches\]\] #1: until '\u0661[\d.]+' has non-ASCII characters"),
+    (ORT, "[sha256]\n", '[sha256]\n"extra.tgz" = "abc"\n',
+     r"onnxruntime/engine.toml: sha256.\"extra.tgz\" 'abc' is not 64 lowercase hex digits"),
+    (ORT, "[sha256]\n", '[sha256]\n"../extra.tgz" = ""\n',
+     r"onnxruntime/engine.toml: sha256 key '../extra.tgz' must be one plain file name"),
+    (ORT, "[sha256]\n", '[nested]\n"podspec.json" = "see the podspec"\n\n[sha256]\n',
+     r"onnxruntime/engine.toml: nested.\"podspec.json\" 'see the podspec' must be a http:// or https:// URL"),
 ]
 
 
@@ -220,3 +310,46 @@ def test_bad_data_is_refused_at_load(project: Path, relative: str, old: str, new
     path.write_text(text.replace(old, new, 1))
     with pytest.raises(DataError, match=error):
         load_matrix(project)
+
+
+# -- versions: one grammar, narrowed by an engine's version_pattern -----------------------------
+
+@pytest.mark.parametrize("version", ["1.26.0", "0.1", "10.0.22621.0", "1.27.0rc1", "2.13.0+cpu", "1.0.0.post1",
+                                     "1.0.0-rc.1"])
+def test_the_version_grammar_accepts(version: str) -> None:
+    assert check_version(version, "here") == version
+
+
+@pytest.mark.parametrize("version, problem", [
+    ("01.26.0", "has a leading zero: write '1.26.0'"),
+    ("1.26.00", "has a leading zero: write '1.26.0'"),
+    ("1.026.0rc1", "has a leading zero: write '1.26.0rc1'"),
+    ("\u0661.\u0662\u0666.\u0660", "has non-ASCII characters"),
+    ("1.26.0\uff0f..", "has non-ASCII characters"),
+    ("1.26.0/x", "is not a version"),
+    ("1.26.0..x", "is not a version"),
+    ("1..26", "is not a version"),
+    ("1.26.0-", "is not a version"),
+    ("v1.26.0", "is not a version"),
+    (" 1.26.0", "is not a version"),
+    ("1.26.0\n", "is not a version"),
+    ("", "is not a version"),
+])
+def test_the_version_grammar_refuses(version: str, problem: str) -> None:
+    with pytest.raises(DataError, match=rf"^here: version {re.escape(repr(version))} {problem}"):
+        check_version(version, "here")
+
+
+@pytest.mark.parametrize("pattern, version", [(".*", "1.26.0/../x"), (r"\d+(\.\d+)*", "\u0661.\u0662"),
+                                              (r"[0-9.]+", "01.26.0"), (r"[^/]*", "1.26.0 x")])
+def test_a_version_pattern_narrows_the_grammar_and_never_widens_it(pattern: str, version: str) -> None:
+    assert re.fullmatch(pattern, version) and not VersionPattern(pattern).fullmatch(version)
+
+
+def test_an_engine_declares_its_version_suffixes(project: Path) -> None:
+    replace_text(project / "variants" / "executorch.toml", ET_ROW_VERSION, 'version = "1.5.1rc1"')
+    with pytest.raises(DataError, match="does not match the version_pattern"):
+        load_matrix(project)
+    replace_text(project / "engines" / "executorch" / "engine.toml", 'version = "',
+                 'version_pattern = "[0-9]+\\\\.[0-9]+\\\\.[0-9]+(rc[0-9]+)?"\nversion = "')
+    assert {leg.version for leg in load_matrix(project).legs if leg.engine == "executorch"} == {"", "1.5.1rc1"}

@@ -7,55 +7,35 @@ import urllib.parse
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Mapping
 
+from .schema import (  # DataError is imported from here by the rest of the project
+    DEFAULT_VERSION_PATTERN,
+    DataError,
+    Field,
+    VersionPattern,
+    boolean,
+    line,
+    list_of,
+    matching,
+    one_of,
+    optional,
+    path_component,
+    read,
+    table,
+    table_of,
+    template,
+    template_name,
+    text,
+    url,
+    version,
+    version_pattern,
+)
 from .vocab import CONDITIONS, VocabularyError, canonical_platform
 
-
-class DataError(ValueError):
-    """The project's own data files are inconsistent."""
-
-
-DEFAULT_VERSION_PATTERN = r"\d+\.\d+\.\d+"
 SOURCE_KINDS = ("archive", "git")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_COMMIT = re.compile(r"[0-9a-f]{40}")
-# Names that end up in file names (versions, library names, package dirs): one path component.
-_FILE_NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
-_MISSING = object()
-_TYPE_NAMES = {str: "string", bool: "boolean (true or false)", list: "list", dict: "table"}
-
-
-def typed(raw: Mapping[str, object], key: str, kind: type, where: str, default: object = _MISSING) -> Any:
-    """`raw[key]`, refused unless it is a `kind` (TOML's true/false, never "false" or 1)."""
-    if key not in raw:
-        if default is _MISSING:
-            raise DataError(f"{where}: the required field {key!r} is missing")
-        return default
-    value = raw[key]
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise DataError(f"{where}: {key} must be a {_TYPE_NAMES.get(kind, kind.__name__)}, not {value!r}")
-    return value
-
-
-def file_name_part(value: str, field: str, where: str) -> str:
-    """`value`, refused unless it can be one path component (no separators, no `..`)."""
-    if not _FILE_NAME_PART.fullmatch(value) or ".." in value:
-        raise DataError(f"{where}: {field} {value!r} must be one plain file name "
-                        "(letters, digits, . _ + -; no separators, no '..')")
-    return value
-
-
-def strings(raw: Mapping[str, object], key: str, where: str) -> dict[str, str]:
-    table = typed(raw, key, dict, where, {})
-    for name, value in table.items():
-        if not isinstance(value, str):
-            raise DataError(f"{where}: {key}.{name} must be a string, not {value!r}")
-    return dict(table)
-
-
-PATCH_FIELDS = ("file", "reason", "upstream", "until", "when")
-_VERSION = re.compile(r"\d+(\.\d+)*")
+# The leading dotted numbers of any version-like text (a pin, a Mach-O minos): parsing, not the grammar.
+_NUMBERS = re.compile(r"[0-9]+(\.[0-9]+)*")
 
 
 def when_matches(when: Mapping[str, tuple[str, ...]], facts: Mapping[str, str | tuple[str, ...]]) -> bool:
@@ -72,7 +52,7 @@ def when_matches(when: Mapping[str, tuple[str, ...]], facts: Mapping[str, str | 
 def version_key(version: str, width: int = 0) -> tuple[int, ...] | None:
     """The leading dotted numbers of a version (`1.27.0rc1` -> (1, 27, 0)), padded with zeros
     to `width` parts (`17.0` -> (17, 0, 0) at 3); None when it has none."""
-    match = _VERSION.match(version)
+    match = _NUMBERS.match(version)
     if not match:
         return None
     parts = tuple(int(part) for part in match.group(0).split("."))
@@ -131,8 +111,9 @@ class Engine:
     sha256: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # What a pinned file names (Download.names), by that file's name: recorded by `scons lock`.
     nested: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # The engine's own version scheme: version= overrides and the pin must match it.
-    version_pattern: re.Pattern[str] = re.compile(DEFAULT_VERSION_PATTERN)
+    # The engine's own version scheme within the grammar: the pin, rows' versions and
+    # version= overrides match it.
+    version_pattern: VersionPattern = VersionPattern(DEFAULT_VERSION_PATTERN)
 
     def with_version(self, version: str) -> "Engine":
         """A version override of the pin (not a second pin): names and URLs follow it, and a
@@ -172,50 +153,23 @@ def url_filename(url: str) -> str:
     return urllib.parse.unquote(url.rstrip("/").rsplit("/", 1)[-1])
 
 
-def _source(name: str, raw: Mapping[str, object], where: str) -> SourceSpec:
-    where = f"{where} [sources.{name}]"
-    if not isinstance(raw, dict):
-        raise DataError(f"{where}: must be a table")
-    kind = typed(raw, "kind", str, where, "archive")
-    if kind not in SOURCE_KINDS:
-        raise DataError(f"{where}: kind {kind!r} is not one of {', '.join(SOURCE_KINDS)}")
-    commit = typed(raw, "commit", str, where, "")
-    if commit and "{" not in commit and not _COMMIT.fullmatch(commit):
-        raise DataError(f"{where}: commit {commit!r} is not a 40-digit hex commit id")
-    if kind == "git" and not typed(raw, "ref", str, where, ""):
-        raise DataError(f"{where}: a git source needs a ref (a tag, branch or commit)")
-    return SourceSpec(
-        name=name,
-        url=typed(raw, "url", str, where),
-        kind=kind,
-        ref=typed(raw, "ref", str, where, ""),
-        commit=commit,
-        submodules=typed(raw, "submodules", bool, where, False),
-    )
+_GIT_REF = matching(r"(?!.*\.\.)(?!.*//)[A-Za-z0-9_][A-Za-z0-9._/+-]*",
+                    "is not a git tag, branch or commit (letters, digits, . _ / + -; not starting with - or .)")
+_COMMIT = matching(r"[0-9a-f]{40}|\{[A-Za-z_][A-Za-z0-9_]*\}",
+                   "is not a 40-digit hex commit id (or a [pins] placeholder such as {commit})")
+_SHA256 = matching(r"[0-9a-f]{64}", "is not 64 lowercase hex digits (remove it and run `scons lock` to record it)")
+# Pins fill URL templates (so file names) and build paths, so each is one path component; a pin
+# that holds something else declares its check here.
+PIN_CHECKS = {
+    "torch_index": url(),  # a pip index
+    "build_image": matching(r"(?!.*\.\.)[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?(@sha256:[0-9a-f]{64})?",
+                            "must be a container image reference such as registry/name:tag"),
+}
+_PATCH_FILE = matching(r"patches/(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_.+-]*\.py",
+                       "must be a script in the engine's patches/ directory (patches/<name>.py)")
 
 
-def _patch(raw: Mapping[str, object], where: str) -> PatchSpec:
-    unknown = sorted(set(raw) - set(PATCH_FIELDS))
-    if unknown:
-        raise DataError(f"{where}: unknown fields {', '.join(unknown)}; fields: {', '.join(PATCH_FIELDS)}")
-    file = str(raw["file"])
-    if Path(file).parent != Path("patches") or Path(file).suffix != ".py":
-        raise DataError(f"{where}: file {file!r} must be a script in the engine's patches/ directory "
-                        "(patches/<name>.py)")
-    until = str(raw.get("until", ""))
-    if until and not _VERSION.fullmatch(until):
-        raise DataError(f"{where}: until {until!r} is not a version such as 1.26.0")
-    return PatchSpec(
-        name=Path(file).stem,
-        file=file,
-        reason=str(raw["reason"]),
-        upstream=str(raw.get("upstream", "")),
-        until=until,
-        when=_conditions(raw.get("when", {}), where),
-    )
-
-
-def _conditions(raw: object, where: str) -> Mapping[str, tuple[str, ...]]:
+def _conditions(raw: object, label: str, where: str) -> Mapping[str, tuple[str, ...]]:
     """A patch's `when` table: known keys only, each a value or a list of values (any of)."""
     if not isinstance(raw, Mapping):
         raise DataError(f"{where}: when must be a table such as {{ os = \"windows\" }}, not {raw!r}")
@@ -246,18 +200,60 @@ def _check_condition(key: str, value: str, where: str) -> None:
         raise DataError(f"{where}: when.{key} {value!r} is not one of {', '.join(allowed)}")
 
 
+# What `engines/<engine>/engine.toml` holds: a field is validated by being declared here.
+ENGINE_FIELDS = (
+    Field("name", path_component),
+    Field("libname", path_component),
+    Field("version", version),
+    Field("version_pattern", version_pattern, VersionPattern(DEFAULT_VERSION_PATTERN)),
+    Field("license", line),
+    Field("homepage", optional(url()), ""),
+    Field("package_dirs", list_of(path_component), ("include", "lib")),
+    Field("pins", table_of(path_component, key_check=template_name, by_key=PIN_CHECKS), MappingProxyType({})),
+    Field("sources", table_of(table, key_check=path_component), MappingProxyType({})),
+    Field("patches", list_of(table), ()),
+    Field("sha256", table_of(optional(_SHA256), key_check=path_component), MappingProxyType({})),
+    Field("nested", table_of(url(), key_check=path_component), MappingProxyType({})),
+)
+SOURCE_FIELDS = (
+    Field("url", text),  # checked with the kind: git sources may be file:// repositories
+    Field("kind", one_of(SOURCE_KINDS), "archive"),
+    Field("ref", optional(template(_GIT_REF)), ""),
+    Field("commit", optional(_COMMIT), ""),
+    Field("submodules", boolean, False),
+)
+PATCH_FIELDS = (
+    Field("file", _PATCH_FILE),
+    Field("reason", line),
+    Field("upstream", optional(url()), ""),
+    Field("until", optional(version), ""),
+    Field("when", _conditions, MappingProxyType({})),
+)
+_URL_SCHEMES = {"archive": ("http", "https"), "git": ("http", "https", "file")}
+
+
+def _source(name: str, raw: object, where: str) -> SourceSpec:
+    where = f"{where} [sources.{name}]"
+    values = read(raw, SOURCE_FIELDS, where)
+    template(url(_URL_SCHEMES[values["kind"]]))(values["url"], "url", where)
+    if values["kind"] == "git" and not values["ref"]:
+        raise DataError(f"{where}: a git source needs a ref (a tag, branch or commit)")
+    return SourceSpec(name=name, **values)
+
+
+def _patch(raw: object, where: str) -> PatchSpec:
+    values = read(raw, PATCH_FIELDS, where)
+    return PatchSpec(name=Path(values["file"]).stem, **values)
+
+
 def load_engine(root: Path) -> Engine:
     path = root / "engine.toml"
     try:
         with path.open("rb") as handle:
             raw = tomllib.load(handle)
-        engine = _engine(root, path, raw)
-    except DataError:
-        raise
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise DataError(f"{path}: {error}") from None
-    except (KeyError, TypeError, ValueError) as error:
-        raise DataError(f"{path}: missing or malformed field {error}") from None
+    engine = _engine(root, path, raw)
     missing = [p.file for p in engine.patches if not (root / p.file).is_file()]
     if missing:
         raise DataError(f"{path}: patch files not found: {', '.join(missing)}")
@@ -266,38 +262,25 @@ def load_engine(root: Path) -> Engine:
 
 def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
     where = str(path)
-    if raw.get("name") != root.name:
-        raise DataError(f"{path}: name {raw.get('name')!r} does not match its directory {root.name!r}")
-    version = typed(raw, "version", str, where)
-    pattern = re.compile(typed(raw, "version_pattern", str, where, DEFAULT_VERSION_PATTERN))
-    if not pattern.fullmatch(version):
-        raise DataError(f"{where}: version {version!r} does not match version_pattern {pattern.pattern!r}")
-    file_name_part(version, "version", where)
-    sha256 = strings(raw, "sha256", where)
-    bad = [name for name, pin in sha256.items() if pin and not _SHA256.fullmatch(pin)]
-    if bad:
-        raise DataError(f"{where}: [sha256] {bad[0]!r} = {sha256[bad[0]]!r} is not 64 lowercase hex digits "
-                        "(remove it and run `scons lock` to record it)")
-    nested = strings(raw, "nested", where)
-    package_dirs = typed(raw, "package_dirs", list, where, ["include", "lib"])
-    if not all(isinstance(d, str) for d in package_dirs):
-        raise DataError(f"{where}: package_dirs must list strings")
-    for directory in package_dirs:
-        file_name_part(directory, "package_dirs entry", where)
+    values = read(raw, ENGINE_FIELDS, where)
+    if values["name"] != root.name:
+        raise DataError(f"{where}: name {values['name']!r} does not match its directory {root.name!r}")
+    pattern = values["version_pattern"]
+    if not pattern.fullmatch(values["version"]):
+        raise DataError(f"{where}: version {values['version']!r} does not match version_pattern {pattern.pattern!r}")
     return Engine(
-        name=str(raw["name"]),
-        libname=file_name_part(typed(raw, "libname", str, where), "libname", where),
-        version=version,
-        license=typed(raw, "license", str, where),
-        homepage=typed(raw, "homepage", str, where, ""),
+        name=values["name"],
+        libname=values["libname"],
+        version=values["version"],
+        license=values["license"],
+        homepage=values["homepage"],
         root=root,
-        package_dirs=tuple(package_dirs),
-        pins=MappingProxyType(strings(raw, "pins", where)),
-        sources=MappingProxyType({name: _source(name, spec, where)
-                                  for name, spec in typed(raw, "sources", dict, where, {}).items()}),
-        patches=tuple(_patch(patch, f"{path} [[patches]] #{index}")
-                      for index, patch in enumerate(typed(raw, "patches", list, where, []), start=1)),
-        sha256=MappingProxyType(sha256),
-        nested=MappingProxyType(nested),
+        package_dirs=values["package_dirs"],
+        pins=values["pins"],
+        sources=MappingProxyType({name: _source(name, spec, where) for name, spec in values["sources"].items()}),
+        patches=tuple(_patch(patch, f"{where} [[patches]] #{index}")
+                      for index, patch in enumerate(values["patches"], start=1)),
+        sha256=values["sha256"],
+        nested=values["nested"],
         version_pattern=pattern,
     )

@@ -6,11 +6,29 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Iterable, Mapping
+from typing import Mapping
 
-from .engine import DataError, Engine, load_engine, strings, typed
+from .engine import DataError, Engine, load_engine
 from .leg import Leg, leg_id
 from .recipe_kit import facts
+from .schema import (
+    PATH_COMPONENT,
+    Field,
+    boolean,
+    identifier,
+    line,
+    list_of,
+    matching,
+    one_of,
+    one_or_more,
+    path_component,
+    read,
+    table,
+    table_of,
+    template_name,
+    text,
+    version,
+)
 from .vocab import (
     ACCELERATORS,
     AGGREGATES,
@@ -25,10 +43,50 @@ from .vocab import (
     canonical_platform,
 )
 
-ROW_FIELDS = {
-    "platform", "kind", "config", "flavor", "source", "runner", "can_run", "toolchain",
-    "accelerator", "experimental", "publish", "aggregate", "requires", "params", "version",
+
+def _platform(value: object, label: str, where: str) -> str:
+    token = text(value, label, where)
+    try:
+        platform = canonical_platform(token)
+    except VocabularyError:
+        raise DataError(f"{where}: unknown platform {token!r}; platforms are <os>-<arch> (e.g. linux-x86_64, "
+                        "macos-arm64, windows-arm64, android-arm64-v8a) or android, ios, wasm") from None
+    if platform != token:
+        raise DataError(f"{where}: write the canonical platform {platform!r}, not {token!r}")
+    return platform
+
+
+# Params fill URL templates and name files, so each is one path component; a param a recipe
+# reads otherwise declares its own check here.
+_DEFINE = r"[A-Za-z_][A-Za-z0-9_]*=[!-~]*"
+PARAM_CHECKS = {
+    "abis": matching(rf"{PATH_COMPONENT}( {PATH_COMPONENT})*",
+                     "must be ABI names separated by single spaces (each one plain file name)"),
+    "defines": matching(rf"{_DEFINE}( {_DEFINE})*", "must be CMake defines NAME=VALUE separated by single spaces"),
 }
+
+# What a `[[leg]]` row (merged over [defaults]) holds: a field is validated by being declared here.
+ROW_FIELDS = (
+    Field("platform", _platform),
+    Field("kind", one_or_more(one_of(KINDS))),
+    Field("config", one_or_more(one_of(CONFIGS)), ("release",)),
+    Field("flavor", one_of(FLAVORS), "cpu"),
+    Field("source", one_of(SOURCES), ""),  # "": aggregate for an aggregate, else build
+    Field("runner", one_of(RUNNERS)),
+    Field("can_run", boolean, True),
+    Field("toolchain", one_of(TOOLCHAINS), "none"),
+    Field("accelerator", one_or_more(one_of(ACCELERATORS)), ()),
+    Field("experimental", boolean, False),
+    Field("publish", boolean, True),
+    Field("aggregate", one_of(AGGREGATES), ""),
+    Field("requires", table_of(line, key_check=identifier), MappingProxyType({})),
+    Field("params", table_of(path_component, key_check=template_name, by_key=PARAM_CHECKS), MappingProxyType({})),
+    Field("version", version, ""),
+)
+VARIANTS_FIELDS = (
+    Field("defaults", table, {}),
+    Field("leg", list_of(table), ()),
+)
 
 # The per-arch platforms an aggregate fuses, in slice order.
 AGGREGATE_SLICES = {
@@ -53,108 +111,63 @@ class Matrix:
         return tuple(leg.id for leg in self.legs)
 
 
-def _as_tuple(value: object) -> tuple[str, ...]:
-    if isinstance(value, (list, tuple)):
-        return tuple(str(v) for v in value)
-    return (str(value),)
-
-
-def _check(value: str, allowed: Iterable[str], what: str, where: str) -> str:
-    allowed = tuple(allowed)
-    if value not in allowed:
-        raise DataError(f"{where}: {what} {value!r} is not one of {', '.join(allowed)}")
-    return value
-
-
-def _platform(token: str, where: str) -> str:
-    try:
-        platform = canonical_platform(token)
-    except VocabularyError:
-        raise DataError(f"{where}: unknown platform {token!r}; platforms are <os>-<arch> (e.g. linux-x86_64, "
-                        "macos-arm64, windows-arm64, android-arm64-v8a) or android, ios, wasm") from None
-    if platform != token:
-        raise DataError(f"{where}: write the canonical platform {platform!r}, not {token!r}")
-    return platform
-
-
 def _aggregate_inputs(engine: str, aggregate: str, flavor: str, kind: str, config: str) -> tuple[str, ...]:
     return tuple(leg_id(engine, p, flavor, kind, config) for p in AGGREGATE_SLICES[aggregate])
 
 
-def _expand_row(engine: str, row: Mapping[str, object], defaults: Mapping[str, object], where: str) -> list[Leg]:
-    unknown = set(row) - ROW_FIELDS
-    if unknown:
-        raise DataError(f"{where}: unknown fields {', '.join(sorted(unknown))}; fields: {', '.join(sorted(ROW_FIELDS))}")
-    merged = {**defaults, **row}
-    platform = _platform(str(merged["platform"]), where)
-    flavor = _check(str(merged.get("flavor", "cpu")), FLAVORS, "flavor", where)
-    accelerator = _as_tuple(merged.get("accelerator", ())) if merged.get("accelerator") else ()
-    for acc in accelerator:
-        _check(acc, ACCELERATORS, "accelerator", where)
+def _expand_row(engine: Engine, row: Mapping[str, object], defaults: Mapping[str, object], where: str) -> list[Leg]:
+    values = read({**defaults, **row}, ROW_FIELDS, where)
+    platform, flavor, accelerator = values["platform"], values["flavor"], values["accelerator"]
     if (flavor == "cpu") != (not accelerator):
         raise DataError(f"{where}: flavor {flavor} {'must not' if flavor == 'cpu' else 'must'} name an accelerator")
     if flavor == "cuda" and accelerator != ("cuda",):
         raise DataError(f"{where}: flavor cuda means accelerator cuda")
-    aggregate = str(merged.get("aggregate", ""))
-    if aggregate:
-        _check(aggregate, AGGREGATES, "aggregate", where)
-    source = _check(str(merged.get("source", "aggregate" if aggregate else "build")), SOURCES, "source", where)
+    aggregate = values["aggregate"]
+    source = values["source"] or ("aggregate" if aggregate else "build")
     if (source == "aggregate") != bool(aggregate):
         raise DataError(f"{where}: source aggregate goes with an aggregate field, and only with it")
-    runner = _check(str(merged["runner"]), RUNNERS, "runner", where)
-    toolchain = _check(str(merged.get("toolchain", "none")), TOOLCHAINS, "toolchain", where)
+    if values["version"] and not engine.version_pattern.fullmatch(values["version"]):
+        raise DataError(f"{where}: version {values['version']!r} does not match the version_pattern "
+                        f"{engine.version_pattern.pattern!r} of engines/{engine.name}/engine.toml")
     legs = []
-    for kind, config in itertools.product(_as_tuple(merged["kind"]), _as_tuple(merged.get("config", "release"))):
-        _check(kind, KINDS, "kind", where)
-        _check(config, CONFIGS, "config", where)
+    for kind, config in itertools.product(values["kind"], values["config"]):
         if (kind == "xcframework") != (platform == "ios"):
             raise DataError(f"{where}: kind xcframework is the iOS package, and iOS legs are xcframeworks "
                             f"(platform {platform}, kind {kind})")
         legs.append(Leg(
-            engine=engine,
+            engine=engine.name,
             platform=platform,
             kind=kind,
             config=config,
             flavor=flavor,
             source=source,
-            runner=runner,
-            can_run=typed(merged, "can_run", bool, where, True),
-            toolchain=toolchain,
+            runner=values["runner"],
+            can_run=values["can_run"],
+            toolchain=values["toolchain"],
             accelerator=accelerator,
-            experimental=typed(merged, "experimental", bool, where, False),
-            publish=typed(merged, "publish", bool, where, True),
+            experimental=values["experimental"],
+            publish=values["publish"],
             aggregate=aggregate,
-            inputs=_aggregate_inputs(engine, aggregate, flavor, kind, config) if aggregate else (),
-            requires=MappingProxyType(strings(merged, "requires", where)),
-            params=MappingProxyType(strings(merged, "params", where)),
-            version=typed(merged, "version", str, where, ""),
+            inputs=_aggregate_inputs(engine.name, aggregate, flavor, kind, config) if aggregate else (),
+            requires=values["requires"],
+            params=values["params"],
+            version=values["version"],
         ))
     return legs
 
 
-def load_variants(path: Path, engine: str) -> list[Leg]:
+def load_variants(path: Path, engine: Engine) -> list[Leg]:
     try:
         with path.open("rb") as handle:
             raw = tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise DataError(f"{path}: {error}") from None
-    unknown = set(raw) - {"defaults", "leg"}
-    if unknown:
-        raise DataError(f"{path}: unknown tables {', '.join(sorted(unknown))}; expected [defaults] and [[leg]]")
-    defaults = raw.get("defaults", {})
-    if not isinstance(defaults, dict):
-        raise DataError(f"{path.name} [defaults]: must be a table")
-    unknown = set(defaults) - ROW_FIELDS
-    if unknown:
-        raise DataError(f"{path.name} [defaults]: unknown fields {', '.join(sorted(unknown))}; "
-                        f"fields: {', '.join(sorted(ROW_FIELDS))}")
+    tables = read(raw, VARIANTS_FIELDS, path.name)
+    defaults = tables["defaults"]
+    read(defaults, ROW_FIELDS, f"{path.name} [defaults]", partial=True)
     legs: list[Leg] = []
-    for index, row in enumerate(raw.get("leg", ()), start=1):
-        where = f"{path.name} leg #{index}"
-        try:
-            legs.extend(_expand_row(engine, row, defaults, where))
-        except KeyError as error:
-            raise DataError(f"{where}: the required field {error} is missing") from None
+    for index, row in enumerate(tables["leg"], start=1):
+        legs.extend(_expand_row(engine, row, defaults, f"{path.name} leg #{index}"))
     return legs
 
 
@@ -192,7 +205,7 @@ def load_matrix(project_root: Path) -> Matrix:
     engines = {name: load_engine(project_root / "engines" / name) for name in names}
     legs: list[Leg] = []
     for name in names:
-        legs.extend(load_variants(project_root / "variants" / f"{name}.toml", name))
+        legs.extend(load_variants(project_root / "variants" / f"{name}.toml", engines[name]))
     _validate(legs)
     _check_patches(engines, legs)
     return Matrix(engines=MappingProxyType(engines), legs=tuple(legs))
