@@ -247,9 +247,9 @@ SUPERVISOR = Path(__file__).with_name("supervise.py")
 
 def _spawn(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
     """Start `argv` so that it and everything it starts die with this build: on Linux
-    through the supervisor (a parent-death signal kills its process group, even after
-    a kill -9 of scons); elsewhere in a process group of its own that an interrupted
-    run kills (best effort)."""
+    through the supervisor (on a parent-death signal, even after a kill -9 of scons, or a
+    failure it kills every descendant, whatever group or session it moved to); elsewhere
+    in a process group of its own that an interrupted run kills (best effort)."""
     options: dict[str, object] = {}
     if sys.platform.startswith("linux"):
         argv = [sys.executable, "-I", str(SUPERVISOR), "--parent", str(os.getpid()), "--", *argv]
@@ -262,7 +262,7 @@ def _spawn(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:
-    """Ask the supervisor to take its group down (SIGTERM), or kill the group ourselves."""
+    """Ask the supervisor to take its tree down (SIGTERM), or kill the group ourselves."""
     try:
         if sys.platform.startswith("linux"):
             child.terminate()
