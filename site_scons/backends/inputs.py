@@ -2,18 +2,23 @@
 
 One `Input` per pin: a file by its name in `[sha256]`, a git source by its
 `[sources.<name>]` table, and the file a pinned download names (the podspec's tarball,
-from `[nested]`). `scons pins` prints them and fails while one is unpinned; `scons lock`
-records the missing ones (lock.py); the pin-refresh pull request lists them with their URLs.
+from `[nested]`). `scons pins` prints them and fails while one is unpinned, or while an
+`origin=` stands in for a pinned file with other bytes (a build takes a local origin as it
+is, so that run would not use the pinned file); `scons lock` records the missing ones
+(lock.py); the pin-refresh pull request lists them with their URLs.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
 
 from .explain import format_table
+from .locations import is_url, local_path, origin_for
 from .model.engine import DataError, Engine, url_filename
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
+from .steps.files import sha256_file
 
 FILE, GIT = "file", "git"
 UNPINNED = "unpinned"
@@ -96,9 +101,67 @@ def unpinned(inputs: Sequence[Input]) -> list[Input]:
     return [item for item in inputs if not item.pin]
 
 
-def rows(inputs: Sequence[Input]) -> list[dict[str, str]]:
+# -- origins --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Override:
+    """An `origin=` standing in for a pinned file with other bytes than its pin."""
+
+    input: Input
+    origin: str
+    sha256: str  # the origin's; "" for a URL of another file name (not fetched here)
+
+    @property
+    def short(self) -> str:
+        return f"sha256 {self.sha256[:12]}" if self.sha256 else f"a URL of {url_filename(self.origin)}"
+
+
+def origin_of(item: Input, plans: Iterable[Plan], origins: Mapping[str, str]) -> str:
+    """The `origin=` standing in for `item`: by source name, or as its legs' main download ("" if none)."""
+    given = (origin_for(origins, plan, download) for plan in plans if plan.leg.id in item.legs
+             for download in plan.downloads if download.name == item.source)
+    return next((origin for origin in given if origin), "")
+
+
+def override(item: Input, origin: str, hash_file: Callable[[Path], str] = sha256_file) -> Override | None:
+    """`origin` when it is not the bytes `item` pins; None when it is, or there is nothing to
+    compare (no origin, no pin, a git source: a clone given as origin still yields the pinned
+    commit). A URL origin is judged by its file name: a build holds it to that name's pin."""
+    if not origin or not item.pin or item.kind != FILE or item.parent:
+        return None
+    if is_url(origin):
+        return None if url_filename(origin) == item.key else Override(item, origin, "")
+    actual = hash_file(Path(local_path(origin)).expanduser())
+    return None if actual == item.pin else Override(item, origin, actual)
+
+
+def overrides(inputs: Iterable[Input], plans: Sequence[Plan], origins: Mapping[str, str]) -> list[Override]:
+    found = (override(item, origin_of(item, plans, origins)) for item in inputs)
+    return [differs for differs in found if differs]
+
+
+def override_message(differing: Sequence[Override]) -> str:
+    """What `scons pins` says when an origin= is not the pinned bytes: which, and both hashes."""
+    described = "; ".join(f"{o.input.label} from origin={o.origin} "
+                          f"({'sha256 ' + o.sha256 if o.sha256 else 'another file'}, pinned {o.input.pin})"
+                          for o in differing)
+    return (f"{len(differing)} input{'s' if len(differing) > 1 else ''} not pinned for this run: the origin= "
+            f"given is not the file engine.toml pins: {described}. A build takes a local origin as it is, so its "
+            "archive would not be the pinned release; drop origin= (or give a copy of the pinned file) to "
+            "build what is pinned")
+
+
+# -- `scons pins` ---------------------------------------------------------------------------
+
+def _pin_cell(item: Input, differs: Override | None) -> str:
+    return (item.pin or UNPINNED) + (f"; origin differs: {differs.short}" if differs else "")
+
+
+def rows(inputs: Sequence[Input], differing: Sequence[Override] = ()) -> list[dict[str, str]]:
     """`scons pins`: one table row per input."""
-    return [{"engine": item.engine, "input": item.name, "legs": str(len(item.legs)), "pin": item.pin or UNPINNED,
+    by_input = {o.input.identity: o for o in differing}
+    return [{"engine": item.engine, "input": item.name, "legs": str(len(item.legs)),
+             "pin": _pin_cell(item, by_input.get(item.identity)),
              "url": item.url or f"(named in {item.parent}: `scons lock` reads it)"} for item in inputs]
 
 
@@ -111,8 +174,11 @@ def unpinned_message(missing: Sequence[Input]) -> str:
             f"request, or run `scons lock engine={engines}` and commit engines/*/engine.toml")
 
 
-def report(plans: Iterable[Plan], matrix: Matrix) -> tuple[str, str]:
-    """`scons pins`: the table of every input, and what to say when some are unpinned ("" if none)."""
+def report(plans: Sequence[Plan], matrix: Matrix, origins: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """`scons pins`: the table of every input, and what to say when some are unpinned or an
+    `origin=` differs from its pin ("" if none)."""
     found = collect(plans, matrix)
     missing = unpinned(found)
-    return format_table(rows(found)), unpinned_message(missing) if missing else ""
+    differing = overrides(found, plans, origins or {})
+    said = ([unpinned_message(missing)] if missing else []) + ([override_message(differing)] if differing else [])
+    return format_table(rows(found, differing)), "\n".join(said)

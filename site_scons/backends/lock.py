@@ -1,13 +1,19 @@
 """`scons lock`: record the pins a selection is missing, from any host, without building.
 
 For every input of the selected legs (inputs.py): a file is fetched through the download
-cache (`mirror=`, `offline=`, an `origin=` of the same file name) and hashed; a git ref is
-resolved with `git ls-remote` (no clone); a file that names another one (TFLite's podspec)
-is read, and the file it names fetched too. What is missing is recorded into engine.toml
-(trust on first use). What is recorded is checked and never overwritten: another file, a
-moved tag or another named URL is an error naming both values, and then nothing is written.
-A branch (`ref = "main"`) is recorded as the commit it names now; later locks keep that
-commit and say where the branch moved. Nothing is written under build/ or dist/.
+cache (`mirror=`, `offline=`) and hashed; an `origin=` of the same file name is read and
+hashed every time instead (the bytes given are what is judged, never a cache entry found
+by the pinned name); a git ref is resolved with `git ls-remote` (no clone); a file that
+names another one (TFLite's podspec) is read, and the file it names fetched too. What is
+missing is recorded into engine.toml (trust on first use). What is recorded is checked and
+never overwritten: another file, a moved tag or another named URL is an error naming both
+values, and then nothing is written. A branch (`ref = "main"`) is recorded as the commit it
+names now; later locks keep that commit and say where the branch moved.
+
+A lock holds the tree as a build does (build/.lock, buildtree.py: it waits for the holder,
+or refuses with `wait=0`) from before it reads engine.toml until it has written it: one
+lock at a time edits a tree's pins, and one that waited judges what the other recorded.
+That lock file is all it writes under build/; nothing under dist/.
 
 Pins the data no longer asks for are edited data, not conflicts: a recorded commit that
 upstream names by another tag (the version line was edited) is replaced by the new tag's,
@@ -24,13 +30,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Sequence
 
+from .buildtree import TreeBusy, lock_tree
 from .explain import format_table
 from .frontend import Settings
-from .inputs import FILE, GIT, UNPINNED, Input, collect, named_input
-from .locations import origin_for
+from .inputs import FILE, GIT, UNPINNED, Input, collect, named_input, origin_of
 from .model.engine import Engine, url_filename
 from .model.leg import Leg
-from .model.matrix import Matrix
+from .model.matrix import Matrix, load_matrix
 from .model.plan import Plan
 from .model.recipes import plan_all
 from .pins import Changes, apply
@@ -69,6 +75,28 @@ class Bump:
     changes: Changes  # the version line and the dropped pins, to write
 
 
+def lock_tree_pins(root: Path, legs: Sequence[Leg], settings: Settings) -> str:
+    """`scons lock` in the tree at `root`: `lock`, holding the tree from reading the data to
+    writing it (the data read before the lock was taken may be stale by then)."""
+    try:
+        tree = lock_tree(root / "build", wait=settings.wait)
+    except TreeBusy as busy:
+        raise LockError(str(busy)) from None
+    try:
+        matrix = load_matrix(root)
+        return lock(matrix, _legs_in(matrix, legs), settings)
+    finally:
+        tree.release()
+
+
+def _legs_in(matrix: Matrix, legs: Sequence[Leg]) -> list[Leg]:
+    try:
+        return [matrix.leg(leg.id) for leg in legs]
+    except KeyError as gone:
+        raise LockError(f"{gone.args[0]} is no longer in variants/ (edited while this lock waited for the tree): "
+                        "run `scons lock` again") from None
+
+
 def lock(matrix: Matrix, legs: Sequence[Leg], settings: Settings) -> str:
     """Resolve every input of `legs`, record what is missing; the table of what was done."""
     bump = bump_version(matrix, legs, settings.version) if settings.version else None
@@ -79,7 +107,7 @@ def lock(matrix: Matrix, legs: Sequence[Leg], settings: Settings) -> str:
         if item.parent:
             continue  # resolved with the file that names it
         try:
-            outcomes += _resolve(item, _origin(item, plans, settings), settings, data.engines[item.engine])
+            outcomes += _resolve(item, origin_of(item, plans, settings.origins), settings, data.engines[item.engine])
         except LockError as error:
             errors.append(f"{item.label}: {error}")
     if errors:
@@ -159,13 +187,6 @@ def _dropped(changes: Changes) -> list[str]:
 
 # -- resolving one input ----------------------------------------------------------------------
 
-def _origin(item: Input, plans: Sequence[Plan], settings: Settings) -> str:
-    """The `origin=` standing in for `item`: by source name, or as its legs' main download."""
-    given = (origin_for(settings.origins, plan, download) for plan in plans if plan.leg.id in item.legs
-             for download in plan.downloads if download.name == item.source)
-    return next((origin for origin in given if origin), "")
-
-
 def _resolve(item: Input, origin: str, settings: Settings, engine: Engine) -> list[Outcome]:
     if item.kind == GIT:
         return [_resolve_git(item, origin, settings)]
@@ -181,10 +202,28 @@ def _fetch(item: Input, origin: str, settings: Settings) -> fetch_step.Fetched:
         raise LockError(f"origin={origin} is not {item.key}: lock pins upstream's own file, so an origin must be "
                         "a copy of it under the same name (use it for builds, not for locking)")
     print(f"lock: {item.label} <- {origin or item.url}", file=sys.stderr, flush=True)
-    download = fetch_step.Download(url=origin or item.url, filename=item.key, sha256=item.pin or None)
+    if origin:
+        return _fetch_origin(item, origin, settings)
+    return _fetched(fetch_step.Download(url=item.url, filename=item.key, sha256=item.pin or None),
+                    settings, settings.mirrors)
+
+
+def _fetch_origin(item: Input, origin: str, settings: Settings) -> fetch_step.Fetched:
+    """The given file, read and hashed, then held to the pin."""
+    # Fetched unpinned and without mirrors: a pin would be a cache hit by its name, and a
+    # mirror's copy is not the file given.
+    fetched = _fetched(fetch_step.Download(url=origin, filename=item.key, sha256=None), settings, ())
+    if item.pin and fetched.sha256 != item.pin:
+        raise LockError(f"sha256 mismatch: origin={origin} is {fetched.sha256}, but engine.toml pins {item.key} "
+                        f"as {item.pin}. It is not the pinned file: give a copy of upstream's, or if upstream "
+                        "really re-published it, verify the new one, delete its line and lock again")
+    return fetched
+
+
+def _fetched(download: fetch_step.Download, settings: Settings, mirrors: tuple[str, ...]) -> fetch_step.Fetched:
     try:
         return fetch_step.fetch(download, fetch_step.FetchSettings(
-            cache_dir=settings.cache, mirrors=settings.mirrors, offline=settings.offline, lock=True))
+            cache_dir=settings.cache, mirrors=mirrors, offline=settings.offline, lock=True))
     except fetch_step.FetchError as error:
         raise LockError(str(error)) from None
 

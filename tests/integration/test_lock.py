@@ -1,8 +1,10 @@
 """`scons lock` and `scons pins` on fixture upstreams: pins recorded from this Linux host for
 legs that build elsewhere, git refs resolved from a local bare mirror, recorded pins checked
-and never overwritten, and nothing written under build/ or dist/."""
+and never overwritten, a given `origin=` always hashed, one lock at a time per tree, and
+nothing written under build/ (but its lock file) or dist/."""
 from __future__ import annotations
 
+import os
 import subprocess
 import tomllib
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import fixtures
+from backends.locks import FileLock
 from fixtures import LegRow, scons
 
 # Legs that build from source on their runners only (the fixture recipe's download is their input).
@@ -40,7 +43,14 @@ def _sha256_table(project: Path, engine: str) -> dict[str, str]:
 
 
 def _nothing_built(project: Path) -> bool:
-    return not (project / "build").exists() and not (project / "dist").exists()
+    """Nothing under dist/, and under build/ only the tree's lock file (lock holds the tree)."""
+    return not (project / "dist").exists() and {p.name for p in (project / "build").glob("*")} <= {".lock"}
+
+
+def _origin_file(directory: Path, name: str, data: bytes) -> Path:
+    directory.mkdir(parents=True)
+    (directory / name).write_bytes(data)
+    return directory / name
 
 
 def test_lock_pins_windows_and_macos_legs_from_this_linux_host(tmp_path: Path, served) -> None:
@@ -105,6 +115,92 @@ def test_an_origin_of_another_file_cannot_pin(tmp_path: Path, served) -> None:
     refused = scons(project, "lock", ELSEWHERE[0], f"origin={other}")
     assert refused.returncode != 0 and "lock pins upstream's own file" in refused.stderr
     assert _sha256_table(project, "fixbin") == {}
+
+
+def test_a_given_origin_is_read_and_hashed_every_time(tmp_path: Path, served) -> None:
+    server, pins = served
+    project = _fixbin_project(tmp_path, server)
+    assert scons(project, "lock", ELSEWHERE[0]).returncode == 0  # pinned from upstream, and now in the cache
+    windows = fixtures.fixbin_asset(WINDOWS.params["asset"])
+    toml = project / "engines/fixbin/engine.toml"
+    recorded = toml.read_bytes()
+    copy = _origin_file(tmp_path / "copy", windows, (server.root / windows).read_bytes())
+    same = scons(project, "lock", ELSEWHERE[0], f"origin={copy}")
+    assert same.returncode == 0 and f"{pins[windows]} (verified)" in same.stdout, str(same)
+    # The same name, other bytes: no cache hit by the pinned name stands in for the given file.
+    other = _origin_file(tmp_path / "other", windows, b"other bytes under the pinned name")
+    refused = scons(project, "lock", ELSEWHERE[0], f"origin={other}")
+    assert refused.returncode != 0 and "(verified)" not in refused.stdout
+    assert pins[windows] in refused.stderr and fixtures.sha256_of(other) in refused.stderr
+    assert "nothing was written to engine.toml" in refused.stderr
+    assert toml.read_bytes() == recorded and _nothing_built(project)
+
+
+def test_pins_marks_an_input_whose_origin_differs_from_its_pin(tmp_path: Path, served) -> None:
+    server, pins = served
+    project = _fixbin_project(tmp_path, server)
+    assert scons(project, "lock", ELSEWHERE[0]).returncode == 0
+    windows = fixtures.fixbin_asset(WINDOWS.params["asset"])
+    copy = _origin_file(tmp_path / "copy", windows, (server.root / windows).read_bytes())
+    same = scons(project, "pins", ELSEWHERE[0], f"origin={copy}")
+    assert same.returncode == 0 and "origin differs" not in same.stdout, str(same)
+    for origin in (_origin_file(tmp_path / "other", windows, b"a local build of it"),
+                   _origin_file(tmp_path / "layout", "another-layout.whl", b"another layout of it")):
+        differs = scons(project, "pins", ELSEWHERE[0], f"origin={origin}")
+        assert differs.returncode == 1, str(differs)
+        [row] = [line for line in differs.stdout.splitlines() if windows in line]
+        actual = fixtures.sha256_of(origin)
+        assert f"origin differs: sha256 {actual[:12]}" in row
+        assert f"fixbin {windows}" in differs.stderr and str(origin) in differs.stderr
+        assert actual in differs.stderr and pins[windows] in differs.stderr
+    assert _nothing_built(project)
+
+
+def _waiting_lock(project: Path, log: Path, *args: str) -> subprocess.Popen[str]:
+    """`scons lock *args`, started while the tree is held: returned once it says it waits."""
+    child = subprocess.Popen(fixtures.scons_argv("lock", *args), cwd=project, env=fixtures.child_env(),
+                             stdout=log.open("w"), stderr=subprocess.PIPE, text=True)
+    assert child.stderr is not None
+    said = []
+    for line in iter(child.stderr.readline, ""):
+        said.append(line)
+        if "waiting for it to finish" in line:
+            return child
+    child.wait()
+    pytest.fail(f"scons lock did not wait for the held tree (exit {child.returncode}):\n{''.join(said)}"
+                f"{log.read_text()}")
+
+
+def _finished(child: subprocess.Popen[str], log: Path) -> fixtures.Run:
+    child.wait(timeout=600)
+    assert child.stderr is not None
+    return fixtures.Run(list(map(str, child.args)), child.returncode, log.read_text(), child.stderr.read(), 0.0)
+
+
+def test_locks_at_once_take_turns_and_the_later_one_sees_the_pin(tmp_path: Path, served) -> None:
+    server, _ = served
+    project = _fixbin_project(tmp_path, server)
+    windows = fixtures.fixbin_asset(WINDOWS.params["asset"])
+    origins = [_origin_file(tmp_path / f"copy{n}", windows, f"copy {n}".encode()) for n in (1, 2)]
+    logs = [tmp_path / f"lock{n}.out" for n in (1, 2)]
+    tree = FileLock(project / "build" / ".lock")
+    tree.acquire()
+    try:
+        refused = scons(project, "lock", ELSEWHERE[0], f"origin={origins[0]}", "wait=0")
+        assert refused.returncode == 2 and f"pid {os.getpid()}" in refused.stderr, str(refused)
+        children = [_waiting_lock(project, log, ELSEWHERE[0], f"origin={origin}")
+                    for origin, log in zip(origins, logs)]
+        assert _sha256_table(project, "fixbin") == {}
+    finally:
+        tree.release()
+    runs = [_finished(child, log) for child, log in zip(children, logs)]
+    [winner] = [n for n, run in enumerate(runs) if run.returncode == 0]
+    loser = runs[1 - winner]
+    assert "recorded 1 new pin" in runs[winner].stdout
+    assert _sha256_table(project, "fixbin") == {windows: fixtures.sha256_of(origins[winner])}
+    assert loser.returncode != 0 and "nothing was written to engine.toml" in loser.stderr
+    assert all(fixtures.sha256_of(origin) in loser.stderr for origin in origins)
+    assert _nothing_built(project)
 
 
 # -- git sources ----------------------------------------------------------------------------------

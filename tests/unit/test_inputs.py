@@ -1,8 +1,9 @@
 """The inputs `scons pins` reports and `scons lock` records, taken from the real data: every
-download of every plan, once per pin, unpinned git sources marked; and what a version bump
-drops, per engine."""
+download of every plan, once per pin, unpinned git sources marked; an `origin=` with other
+bytes than its pin marked; and what a version bump drops, per engine."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -10,7 +11,7 @@ from types import MappingProxyType
 import pytest
 
 from backends.explain import render_plan
-from backends.inputs import FILE, GIT, collect, unpinned
+from backends.inputs import FILE, GIT, collect, origin_of, override, report, unpinned
 from backends.lock import bump_version
 from backends.model.engine import DataError
 from backends.model.matrix import Matrix, load_matrix
@@ -111,3 +112,45 @@ def test_a_bump_drops_the_pins_only_the_old_version_used(matrix: Matrix) -> None
     litert = _all_pinned(matrix, "litert")
     bump = bump_version(litert, _legs(litert, "litert"), "9.9.9")
     assert not bump.changes.drop_sha256  # its URLs follow the commit pin, not the version label
+
+
+ORT_LEG = "onnxruntime-linux-x86_64-shared"
+
+
+def _pinned_to(matrix: Matrix, sha256: str) -> tuple[Matrix, list]:
+    """The data with ORT_LEG's release pinned to `sha256`, and its plans."""
+    data = _all_pinned(matrix, "onnxruntime")
+    [plan] = plan_all(data, [data.leg(ORT_LEG)])
+    engine = data.engines["onnxruntime"]
+    engine = replace(engine, sha256=MappingProxyType({**engine.sha256, plan.downloads[0].filename: sha256}))
+    data = replace(data, engines=MappingProxyType({**data.engines, "onnxruntime": engine}))
+    return data, plan_all(data, [data.leg(ORT_LEG)])
+
+
+def test_pins_marks_an_origin_with_other_bytes_than_its_pin(matrix: Matrix, tmp_path: Path) -> None:
+    copy = tmp_path / "copy.tgz"
+    copy.write_bytes(b"the pinned bytes")
+    data, plans = _pinned_to(matrix, hashlib.sha256(b"the pinned bytes").hexdigest())
+    table, message = report(plans, data, {"": str(copy)})
+    assert message == "" and "origin differs" not in table
+    other = tmp_path / "other.tgz"
+    other.write_bytes(b"a local build")
+    actual = hashlib.sha256(b"a local build").hexdigest()
+    table, message = report(plans, data, {"release": str(other)})
+    [row] = [line for line in table.splitlines() if plans[0].downloads[0].filename in line]
+    assert f"origin differs: sha256 {actual[:12]}" in row
+    assert "1 input not pinned for this run" in message and str(other) in message and actual in message
+
+
+def test_an_origin_is_judged_by_what_a_build_would_check(matrix: Matrix) -> None:
+    data, plans = _pinned_to(matrix, "0" * 64)
+    [release] = [item for item in collect(plans, data) if item.source == "release"]
+    assert origin_of(release, plans, {"": "/some/file"}) == "/some/file"
+    assert origin_of(release, plans, {"other": "/some/file"}) == ""
+    unread = lambda path: pytest.fail(f"{path} was hashed")  # noqa: E731
+    # A URL of the pinned name is held to the pin by the build; one of another name is not this pin.
+    assert override(release, f"https://mirror.invalid/{release.key}", unread) is None
+    differs = override(release, "https://mirror.invalid/torch.whl", unread)
+    assert differs is not None and differs.short == "a URL of torch.whl"
+    assert override(replace(release, pin=""), "/some/file", unread) is None  # unpinned is said already
+    assert override(replace(release, kind=GIT), "/some/clone", unread) is None  # a clone yields the pinned commit
