@@ -1,9 +1,16 @@
 """From the command line to an invocation: what to do and for which legs (no SCons import).
 
 Everything the user typed is checked here, before SCons writes anything: option names and
-values (options.py), targets (commands and leg ids, aliases accepted), the selection, a
-version override against the engine's own scheme, and every `origin=` (a source of the
-selected legs, an existing file or clone, a URL only with lock=1).
+values (options.py; each option once), targets (commands and leg ids, aliases accepted), the
+selection, a version override against the engine's own scheme, and every `origin=` (a source
+of the selected legs, an existing file or clone of a known archive type, a URL only with
+lock=1).
+
+Every location an option takes (`origin=`, `cache=`, `mirror=`, `binary_cache=`) is read once
+here: a URL of a supported scheme, or a local path made absolute against the directory scons
+was started from (`-C`, `-u` and `-D` change into the project; the user's relative path meant
+their own directory). Nothing after this module sees a relative path, so what is hashed,
+tracked and written is what the user named.
 """
 from __future__ import annotations
 
@@ -11,13 +18,14 @@ import dataclasses
 import os
 import posixpath
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from .binary_cache import CacheError, github_release
 from .host import Host
-from .locations import is_url, local_path
+from .locations import UnsupportedLocation, is_url, local_path, locate
 from .model.leg import Leg, leg_id
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
@@ -26,6 +34,7 @@ from .model.selection import Filters, SelectionError, select, select_ids, sugges
 from .model.vocab import FLAVORS, KINDS, VocabularyError, canonical_platform
 from .options import FILTERS, OPTION_NAMES, OPTIONS, OptionError, option, parse_bool
 from .steps import LEG_STEPS
+from .steps.extract import ExtractError, archive_format
 
 # Commands are words on the command line; leg ids are the other targets, and so is a step's
 # record (build/legs/<leg id>/steps/<step>.json): running up to that step.
@@ -61,12 +70,21 @@ class Invocation:
         return tuple(plan.leg for plan in self.plans)
 
 
-def _check_options(arguments: Mapping[str, str]) -> None:
+def _check_options(arguments: Mapping[str, str], arglist: Sequence[tuple[str, str]]) -> None:
     unknown = sorted(set(arguments) - set(OPTION_NAMES))
     if unknown:
         hint = suggest(unknown[0], OPTION_NAMES)
         raise SelectionError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}{hint}; "
                              f"options: {', '.join(OPTION_NAMES)} (scons -h explains each)")
+    given: dict[str, list[str]] = {}
+    for name, value in arglist:
+        given.setdefault(name, []).append(value)
+    for name, values in given.items():
+        if len(set(values)) > 1:  # SCons keeps the last one silently
+            raise SelectionError(f"{name}= is given {len(values)} times ({', '.join(map(repr, values))}): "
+                                 "give each option once")
+    for name, value in arguments.items():
+        _check_text(name, value)
     for opt in OPTIONS:
         if opt.name in arguments:
             try:
@@ -75,7 +93,64 @@ def _check_options(arguments: Mapping[str, str]) -> None:
                 raise SelectionError(str(error)) from None
 
 
-def parse_origins(text: str) -> dict[str, str]:
+def _check_text(name: str, value: str) -> None:
+    """A value is text: SCons decodes undecodable bytes to surrogates, which no file name,
+    manifest or log can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SelectionError(f"{name}={ascii(value)} is not valid UTF-8 (the shell passed bytes that are no "
+                             "character); rename the file or pass another path") from None
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
+        raise SelectionError(f"{name}={value!r} holds a control character (a newline, a tab, ...); "
+                             "values are single-line text")
+
+
+def _short(value: str, width: int = 70) -> str:
+    return value if len(value) <= width else f"{value[:width // 2]}...{value[-(width // 2):]}"
+
+
+def _location(name: str, text: str, launch_dir: Path, *, schemes: tuple[str, ...] = ()) -> str:
+    """An option's location, read once: a URL (http, https, or one of `schemes`) as it is, or a
+    local path (plain, `file://`, `~`) made absolute against `launch_dir`."""
+    scheme = text.partition(":")[0].lower() if ":" in text else ""
+    if scheme in schemes:
+        return text
+    try:
+        located = locate(text)
+    except UnsupportedLocation:
+        valid = ", ".join(f"{s}:" for s in schemes)
+        raise SelectionError(f"{name}={_short(text)}: unsupported URL scheme {scheme!r}; use http(s)://, file://"
+                             f"{', ' + valid if valid else ''} or a local path") from None
+    if isinstance(located, str):
+        return located
+    path = located.expanduser()
+    return os.path.abspath(path if path.is_absolute() else launch_dir / path)
+
+
+def _probe(name: str, path: str) -> os.stat_result | None:
+    """The path's status, None when it does not exist; any other failure (a name too long, a
+    directory that cannot be searched) refuses the option, naming the path and the reason."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        raise SelectionError(f"{name}={_short(path)} cannot be used: {error.strerror}") from None
+
+
+def _outside_the_tree(name: str, path: str, root: Path) -> None:
+    """A directory the run writes must not lie inside build/ or dist/: the build owns those
+    (`scons -c`, gc=1 and withdrawals remove what they hold)."""
+    real = Path(os.path.realpath(path))
+    for owned in ("build", "dist"):
+        inside = Path(os.path.realpath(root / owned))
+        if real == inside or inside in real.parents:
+            raise SelectionError(f"{name}={_short(path)} lies inside {owned}/, which the build owns and cleans; "
+                                 "choose a directory outside build/ and dist/")
+
+
+def parse_origins(text: str, launch_dir: Path) -> dict[str, str]:
     """`[<source>=]<path-or-url>,...`; an unnamed origin replaces the leg's main download."""
     origins: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -84,42 +159,57 @@ def parse_origins(text: str) -> dict[str, str]:
         value = location if key else item
         if key in origins:
             raise SelectionError(f"origin= names {key or 'the main download'} twice")
-        origins[key] = value
+        origins[key] = _location("origin", value, launch_dir)
     return origins
 
 
-def _mirrors(text: str) -> tuple[str, ...]:
-    mirrors = tuple(m.strip() for m in text.split(",") if m.strip())
+def _mirrors(text: str, launch_dir: Path) -> tuple[str, ...]:
+    mirrors = tuple(_location("mirror", m.strip(), launch_dir) for m in text.split(",") if m.strip())
     for mirror in mirrors:
-        if not is_url(mirror) and not Path(local_path(mirror)).is_dir():
-            raise SelectionError(f"mirror={mirror} is not a directory (or an http(s)/file URL)")
+        if not is_url(mirror):
+            st = _probe("mirror", mirror)
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                raise SelectionError(f"mirror={_short(mirror)} is not a directory (or an http(s)/file URL)")
     return mirrors
 
 
-def _binary_caches(text: str) -> tuple[str, ...]:
-    caches = tuple(c.strip() for c in text.split(",") if c.strip())
+def _binary_caches(text: str, launch_dir: Path, root: Path) -> tuple[str, ...]:
+    caches = tuple(_location("binary_cache", c.strip(), launch_dir, schemes=("github",))
+                   for c in text.split(",") if c.strip())
     for cache in caches:
         if cache.startswith("github:"):
             try:
                 github_release(cache)
             except CacheError as error:
                 raise SelectionError(str(error)) from None
-        elif not is_url(cache) and Path(cache).exists() and not Path(cache).is_dir():
-            raise SelectionError(f"binary_cache={cache} is not a directory")
+        elif not is_url(cache):
+            st = _probe("binary_cache", cache)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                raise SelectionError(f"binary_cache={_short(cache)} is not a directory")
+            _outside_the_tree("binary_cache", cache, root)
     return caches
 
 
-def _settings(arguments: Mapping[str, str], root: Path) -> Settings:
+def _cache(text: str, launch_dir: Path, root: Path) -> Path:
+    # The default lives in the project; a value the user typed is relative to where they are.
+    cache = _location("cache", text, root if text == option("cache").default else launch_dir)
+    if is_url(cache):
+        raise SelectionError(f"cache={_short(cache)} is a URL: the download cache is a local directory "
+                             "(mirror= takes URLs to read from)")
+    st = _probe("cache", cache)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise SelectionError(f"cache={_short(cache)} is not a directory")
+    _outside_the_tree("cache", cache, root)
+    return Path(cache)
+
+
+def _settings(arguments: Mapping[str, str], root: Path, launch_dir: Path) -> Settings:
     def value(name: str) -> str:
         return arguments.get(name, option(name).default)
 
-    cache = Path(value("cache")).expanduser()
-    cache = cache if cache.is_absolute() else root / cache
-    if cache.exists() and not cache.is_dir():
-        raise SelectionError(f"cache={value('cache')} is not a directory")
     return Settings(
-        cache=cache,
-        mirrors=_mirrors(value("mirror")),
+        cache=_cache(value("cache"), launch_dir, root),
+        mirrors=_mirrors(value("mirror"), launch_dir),
         offline=parse_bool("offline", value("offline")),
         lock=parse_bool("lock", value("lock")),
         verbose=parse_bool("verbose", value("verbose")),
@@ -128,8 +218,8 @@ def _settings(arguments: Mapping[str, str], root: Path) -> Settings:
         inputs=value("inputs"),
         heavy_jobs=int(value("heavy_jobs")),
         version=value("version"),
-        origins=parse_origins(value("origin")),
-        binary_caches=_binary_caches(value("binary_cache")),
+        origins=parse_origins(value("origin"), launch_dir),
+        binary_caches=_binary_caches(value("binary_cache"), launch_dir, root),
         binary_cache_write=parse_bool("binary_cache_write", value("binary_cache_write")),
     )
 
@@ -157,9 +247,10 @@ def canonical_leg_id(target: str, engines: Sequence[str]) -> str | None:
     return leg_id(engine, platform, flavor, kind, config)
 
 
-def _split_targets(targets: Sequence[str], matrix: Matrix) -> tuple[list[str], list[str]]:
-    """(commands, canonical leg ids); any other word is refused, with the nearest valid one."""
-    commands, legs = [], []
+def _split_targets(targets: Sequence[str], matrix: Matrix) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """(commands, canonical leg ids, (leg id, step) of step records); any other word is
+    refused, with the nearest valid one."""
+    commands, legs, steps = [], [], []
     known = set(matrix.ids)
     for target in targets:
         if target in COMMANDS:
@@ -175,12 +266,30 @@ def _split_targets(targets: Sequence[str], matrix: Matrix) -> tuple[list[str], l
                 raise SelectionError(f"unknown step {step.group(2)!r} in {target}; a leg's steps: "
                                      f"{', '.join(LEG_STEPS)}")
             legs.append(step.group(1))  # SCons builds up to that step's record, no further
+            steps.append((step.group(1), step.group(2)))
             continue
         hint = suggest(target, [*COMMANDS, *matrix.ids])
         what = "leg" if canonical or any(target.startswith(f"{e}-") for e in matrix.engines) else "target"
         raise SelectionError(f"unknown {what} {target!r}{hint}; targets are {', '.join(COMMANDS)} or leg ids "
                              "(`scons list` shows every leg id), or a step's record build/legs/<leg id>/steps/<step>.json")
-    return commands, legs
+    return commands, legs, steps
+
+
+def recorded_steps(plan: Plan, settings: Settings) -> tuple[str, ...]:
+    """The steps with a record under build/legs/<leg id>/steps/ for this leg and run."""
+    own = ("merge",) if plan.leg.aggregate else (("build",) if plan.build else ()) + ("stage",)
+    cache = ("restore", "store") if settings.binary_caches else ()
+    return own + ("archive", "verify", "smoke", "publish") + cache
+
+
+def _check_step_targets(steps: Sequence[tuple[str, str]], plans: Sequence[Plan], settings: Settings) -> None:
+    by_id = {plan.leg.id: plan for plan in plans}
+    for leg_id_, step in steps:
+        valid = recorded_steps(by_id[leg_id_], settings)
+        if step not in valid:
+            raise SelectionError(f"{leg_id_} has no {step} step (a {by_id[leg_id_].leg.source} leg"
+                                 f"{' without binary_cache=' if step in ('restore', 'store') else ''}); its "
+                                 f"steps: {', '.join(valid)}")
 
 
 def _mode(commands: Sequence[str], arguments: Mapping[str, str]) -> str:
@@ -250,9 +359,9 @@ def _check_origins(settings: Settings, plans: Sequence[Plan]) -> None:
                                      "first use; a recorded pin for its file name is checked), or download it "
                                      "yourself and pass the file")
             continue
-        path = Path(local_path(location)).expanduser()
+        path = Path(location)
         git = all(d.kind == "git" for d in downloads)
-        if not path.exists():
+        if _probe("origin", location) is None:
             raise SelectionError(f"{label} does not exist")
         if git and not path.is_dir():
             raise SelectionError(f"{label} is not a directory: the {downloads[0].name} source is a git repository "
@@ -260,6 +369,12 @@ def _check_origins(settings: Settings, plans: Sequence[Plan]) -> None:
         if not git and not path.is_file():
             raise SelectionError(f"{label} is {'a directory' if path.is_dir() else 'not a regular file'}: "
                                  f"the {downloads[0].name} download is a file ({downloads[0].filename})")
+        if not git and any(d.unpack for d in downloads):
+            try:
+                archive_format(path.name)
+            except ExtractError as error:
+                raise SelectionError(f"{label}: {str(error).split(': ', 1)[1].split(', or pass')[0]} "
+                                     f"(the {downloads[0].name} download is {downloads[0].filename})") from None
 
 
 def check_buildable(legs: Sequence[Leg], host: Host, environ: Mapping[str, str]) -> None:
@@ -275,11 +390,14 @@ def check_buildable(legs: Sequence[Leg], host: Host, environ: Mapping[str, str])
 
 
 def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix, root: Path, host: Host,
-            environ: Mapping[str, str] | None = None) -> Invocation:
+            environ: Mapping[str, str] | None = None, *, arglist: Sequence[tuple[str, str]] | None = None,
+            launch_dir: Path | None = None) -> Invocation:
+    """`arglist` is every option as typed, repeats included (SCons' ARGLIST); `launch_dir` the
+    directory scons was started from (GetLaunchDir), which relative paths are read against."""
     environ = os.environ if environ is None else environ
-    _check_options(arguments)
-    settings = _settings(arguments, root)
-    commands, leg_ids = _split_targets(targets, matrix)
+    _check_options(arguments, list(arguments.items()) if arglist is None else arglist)
+    settings = _settings(arguments, root, root if launch_dir is None else launch_dir)
+    commands, leg_ids, step_targets = _split_targets(targets, matrix)
     mode = _mode(commands, arguments)
     if mode == "lock":
         settings = dataclasses.replace(settings, lock=True)  # what lock does: a URL origin is fetched and hashed
@@ -293,5 +411,6 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
             inputs = [matrix.leg(i) for leg in legs for i in leg.inputs]
             check_buildable([leg for leg in inputs if host.can_build(leg)], host, environ)
     plans = plan_all(matrix, legs, settings.version or None)
+    _check_step_targets(step_targets, plans, settings)
     _check_origins(settings, plans)
     return Invocation(mode=mode, plans=tuple(plans), settings=settings)

@@ -6,10 +6,10 @@ with an empty value (`engine=`, `cache=`) is refused: leave it out to get its de
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Callable
 
+from .model.schema import version_problem
 from .model.vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES
 
 BOOL_TRUE = ("1", "yes", "true", "on")
@@ -30,19 +30,16 @@ def parse_bool(name: str, value: str) -> bool:
 
 
 def _positive_integer(name: str, value: str) -> None:
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:  # "²".isdigit() is True
         raise OptionError(f"{name}={value!r} must be a positive integer")
 
 
-# A version names archives and directories: digits and dots, no separators or spaces. Each
-# engine may narrow this further (engine.toml `version_pattern`, checked with the selection).
-VERSION = re.compile(r"\d+(\.\d+){1,3}")
-
-
 def _version(name: str, value: str) -> None:
-    if not VERSION.fullmatch(value):
-        raise OptionError(f"{name}={value!r} is not a version: use the engine's own numbers, e.g. 1.26.0 "
-                          "(digits and dots only; no path separators, spaces or suffixes)")
+    """A version names archives and directories: the data's grammar (model/schema.py), which
+    each engine narrows further (engine.toml `version_pattern`, checked with the selection)."""
+    problem = version_problem(value)
+    if problem:
+        raise OptionError(f"{name}={value!r} {problem}")
 
 
 def _comma_list(name: str, value: str) -> None:

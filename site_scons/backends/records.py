@@ -2,8 +2,10 @@
 
 Every step writes, last and atomically, a record: its manifest, plus `inputs` (the
 signature of everything the step was declared to depend on: its settings, the previous
-steps' records, origin files) and `outputs` (the sha256 of every other file it wrote: the
-archive beside its manifest, a published copy in dist/, the download in the cache).
+steps' records, origin files), `outputs` (the sha256 of every other file it wrote: the
+archive beside its manifest, a published copy in dist/, the download in the cache) and
+`trees` (the digest of every directory it filled: an extraction, a stage), so an edit in
+place anywhere below them reruns the step and what depends on it.
 
 A step is up to date exactly when its record exists, names the current inputs signature,
 and its outputs still have the recorded digests. That is decided from the files on disk,
@@ -26,6 +28,7 @@ from .steps.files import relative_label, write_json
 
 INPUTS = "inputs_signature"
 OUTPUTS = "outputs"
+TREES = "trees"
 
 
 @dataclass(frozen=True)
@@ -80,16 +83,19 @@ class Records:
         body = read_record(Path(record))
         if body is None or body.get(INPUTS) != self.signature(inputs):
             return True
-        outputs = body.get(OUTPUTS)
-        if not isinstance(outputs, dict):
+        outputs, trees = body.get(OUTPUTS), body.get(TREES, {})
+        if not isinstance(outputs, dict) or not isinstance(trees, dict):
             return True
-        return any(self.digests.digest(Path(path)) != digest for path, digest in outputs.items())
+        return (any(self.digests.digest(Path(path)) != digest for path, digest in outputs.items())
+                or any(self.digests.tree_digest(Path(path)) != digest for path, digest in trees.items()))
 
-    def write(self, record: Path, body: Mapping[str, Any], inputs: Inputs, outputs: Iterable[Path]) -> None:
+    def write(self, record: Path, body: Mapping[str, Any], inputs: Inputs, outputs: Iterable[Path],
+              trees: Iterable[Path] = ()) -> None:
         """Write the step's record (last: it is the commit point of the step)."""
         full = dict(body)
         full[INPUTS] = self.signature(inputs)
         full[OUTPUTS] = {os.path.abspath(p): self.digests.digest(Path(p)) for p in outputs}
+        full[TREES] = {os.path.abspath(p): self.digests.tree_digest(Path(p)) for p in trees}
         write_json(record, full)
         with self._lock:
             self._stale[os.path.abspath(record)] = False
@@ -105,4 +111,4 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 def public(record: Mapping[str, Any]) -> dict[str, Any]:
     """A step record without its bookkeeping (local paths and digests of this machine)."""
-    return {k: v for k, v in record.items() if k not in (INPUTS, OUTPUTS)}
+    return {k: v for k, v in record.items() if k not in (INPUTS, OUTPUTS, TREES)}

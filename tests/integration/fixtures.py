@@ -920,10 +920,13 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def scons(project: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> Run:
+def scons(project: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600,
+          cwd: Path | None = None) -> Run:
+    """scons in `project`, or started from `cwd` (give `-C <project>` or `-u` in `args`)."""
     argv = scons_argv(*args)
     started = time.monotonic()
-    done = subprocess.run(argv, cwd=project, env=child_env(env), capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(argv, cwd=cwd or project, env=child_env(env), capture_output=True, text=True,
+                          timeout=timeout)
     return Run(argv, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 
 

@@ -145,17 +145,35 @@ def test_cpu_build_mislabelled_gpu_is_caught_by_verify(project_factory):
     (("nonsense",), "unknown target 'nonsense'"),
     (("engine=",), "engine= is empty"),
     (("engine=fixsrc", "cache="), "cache= is empty"),
-    (("engine=fixsrc", "version=1/../../../../../elsewhere/x"), "no path separators"),
+    (("engine=fixsrc", "version=1/../../../../../elsewhere/x"), "no separators, spaces or '..'"),
+    (("engine=fixsrc", "version=\u0661.\u0662.\u0660"), "has non-ASCII characters"),
+    (("engine=fixsrc", "version=01.00.00"), "has a leading zero: write '1.0.0'"),
     (("fixsrc-linux-x86_64-shared", "kind=static"), "kind=static would be ignored"),
     (("fixsrc-linux-x86_64-shared", "origin=relase=/etc/hostname"), "no source named 'relase'"),
     (("fixsrc-linux-x86_64-shared", "origin=/nonexistent/fixsrc.tar.gz"), "does not exist"),
     (("fixsrc-linux-x86_64-shared", "origin=http://127.0.0.1:9/fixsrc.tar.gz"), "is a URL: add lock=1"),
+    # Round 2: odd values, long or undecodable paths, other schemes, places the build owns.
+    (("engine=fixsrc", "version=1.0.0", "version=0.9.0"), "version= is given 2 times"),
+    (("engine=fixsrc", "heavy_jobs=\u00b2"), "must be a positive integer"),
+    (("fixsrc-linux-x86_64-shared", "origin=/tmp/" + "x" * 300), "File name too long"),
+    (("engine=fixsrc", "cache=/tmp/" + "x" * 300), "File name too long"),
+    (("engine=fixsrc", "mirror=/tmp/" + "x" * 300), "File name too long"),
+    (("engine=fixsrc", "binary_cache=/tmp/" + "x" * 300), "File name too long"),
+    (("fixsrc-linux-x86_64-shared", "origin=/tmp/in\udcff.tar.gz"), "is not valid UTF-8"),
+    (("engine=fixsrc", "binary_cache=ftp://127.0.0.1/x"), "unsupported URL scheme 'ftp'"),
+    (("engine=fixsrc", "binary_cache=s3://bucket/x"), "unsupported URL scheme 's3'"),
+    (("engine=fixsrc", "cache=dist"), "lies inside dist/"),
+    (("fixsrc-linux-x86_64-shared", "origin=/etc/hostname"), "unknown archive type"),
+    (("build/legs/fixbin-linux-x86_64-shared/steps/build.json",), "fixbin-linux-x86_64-shared has no build step"),
 ])
 def test_bad_command_line_writes_nothing(project_factory, args, message):
     project = project_factory()
-    before = _listing(project)
-    run = scons(project, *args)
+    before, around = _listing(project), _listing(project.parent)
+    env = {"PYTHONDONTWRITEBYTECODE": "1"}
+    run = scons(project, *args, env=env)
     assert run.returncode == 2, str(run)
     assert message in run.stderr, str(run)
+    assert "Traceback" not in run.stderr, str(run)
     assert not (project / "build").exists() and not (project / "dist").exists()
     assert _listing(project) == before
+    assert _listing(project.parent) == around, "a refused command wrote beside the project"

@@ -264,6 +264,62 @@ def test_an_origin_replaced_under_the_same_mtime_is_rebuilt(project_factory, ups
             assert "include/other.h" in zipped.namelist()
 
 
+@pytest.mark.parametrize("tree", ["build/extract", "build/legs"], ids=["extraction", "stage"])
+def test_an_edit_in_place_in_an_extracted_or_staged_tree_is_undone(project_factory, upstream, tree):
+    """A same-size edit under the same mtime of a file the stage hard-links (so both trees
+    see it), then a run with other settings and a plain run: dist/ holds the clean bytes."""
+    project = _fixbin_project(project_factory, upstream)
+    archive = fixbin_archive(FIXBIN_LEG)
+    _ok(scons(project, FIXBIN_LEG))
+    clean = _dist(project, archive)
+    header = next(path for path in sorted((project / tree).rglob("*.h"))
+                  if "/tree/" in str(path) or "/stage/" in str(path))
+    stat = header.stat()
+    text = header.read_bytes()
+    edited = text.replace(b"fixbin", b"fixbIn", 1)
+    assert edited != text and len(edited) == len(text)
+    header.write_bytes(edited)
+    os.utime(header, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    assert scons(project, "-q", FIXBIN_LEG).returncode != 0, "an edited tree was taken for up to date"
+    _ok(scons(project, FIXBIN_LEG, env=OTHER_EPOCH))
+    _ok(scons(project, FIXBIN_LEG))
+    assert _dist(project, archive) == clean
+    _up_to_date(project, FIXBIN_LEG)
+
+
+@pytest.mark.parametrize("start", ["in the project", "-C", "-u"])
+def test_a_relative_origin_is_read_from_where_scons_started(project_factory, upstream, tmp_path, start):
+    """Relative to the directory the user typed it in, and tracked like an absolute one:
+    other bytes under the same relative name rebuild."""
+    project = _fixbin_project(project_factory, upstream)
+    where = {"in the project": project, "-C": tmp_path, "-u": project / "engines"}[start]
+    flags = {"in the project": (), "-C": ("-C", str(project)), "-u": ("-u",)}[start]
+    origin = where / "in" / upstream.name
+    origin.parent.mkdir()
+    origin.write_bytes(upstream.original)
+    relative = f"origin=in/{upstream.name}"
+    _ok(scons(project, *flags, FIXBIN_LEG, relative, cwd=where))
+    assert _ok(scons(project, *flags, FIXBIN_LEG, relative, cwd=where)).step_lines() == []
+
+    origin.write_bytes(upstream.other)
+    run = _ok(scons(project, *flags, FIXBIN_LEG, relative, cwd=where))
+    assert run.step_lines(), "an origin with other bytes was taken for up to date"
+    with __import__("zipfile").ZipFile(project / "dist" / fixbin_archive(FIXBIN_LEG)) as zipped:
+        assert "include/other.h" in zipped.namelist()
+
+
+def test_a_relative_binary_cache_is_written_and_read_where_scons_started(project_factory, upstream, tmp_path):
+    project = _fixbin_project(project_factory, upstream)
+    _ok(scons(project, "-C", str(project), FIXBIN_LEG, "binary_cache=relcache", cwd=tmp_path))
+    assert [p.name for p in (tmp_path / "relcache").iterdir() if not p.name.startswith(".")], "nothing stored"
+    assert not (project / "relcache").exists() and not (project / "site_scons/relcache").exists()
+    for owned in ("build", "dist"):
+        __import__("shutil").rmtree(project / owned)
+    run = _ok(scons(project, "-C", str(project), FIXBIN_LEG, "binary_cache=relcache", cwd=tmp_path))
+    assert any(line.startswith("[restore]") for line in run.step_lines()), str(run)
+
+
 def test_environment_the_steps_pass_on_is_in_their_signature(project_factory, upstream):
     project = project_factory(fixsrc_rows=(LegRow(kind="shared"), *GPU_ROWS), fixbin=False)
     leg = "fixsrc-linux-x86_64-shared"

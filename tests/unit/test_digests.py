@@ -71,3 +71,50 @@ def test_missing_and_non_files_have_no_digest(tmp_path: Path) -> None:
     cache = DigestCache(None)
     assert cache.digest(tmp_path / "absent") is None
     assert cache.digest(tmp_path) is None
+
+
+def test_a_hard_link_of_a_hashed_file_is_not_read_again(tmp_path: Path, settled: None,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    hashed = _counting(monkeypatch)
+    cache = DigestCache(tmp_path / "digests.json")
+    original = tmp_path / "tree" / "lib.so"
+    original.parent.mkdir()
+    original.write_bytes(b"library")
+    link = tmp_path / "stage" / "lib.so"
+    link.parent.mkdir()
+    os.link(original, link)  # changes the inode's ctime: the original's entry must follow
+    assert cache.digest(link) == sha(b"library")
+    assert cache.digest(original) == sha(b"library")
+    assert hashed == [str(link)]
+
+
+def _tree(root: Path) -> Path:
+    (root / "include").mkdir(parents=True)
+    (root / "include" / "api.h").write_text("int api(void);\n")
+    (root / "lib").mkdir()
+    (root / "lib" / "libx.so.1").write_bytes(b"\x7fELF")
+    (root / "lib" / "libx.so").symlink_to("libx.so.1")
+    return root
+
+
+@pytest.mark.parametrize("edit", ["content, same size", "symlink target", "mode", "new file", "removed file"])
+def test_a_tree_digest_changes_with_any_edit(tmp_path: Path, edit: str) -> None:
+    tree = _tree(tmp_path / "tree")
+    before = DigestCache(None).tree_digest(tree)
+    assert before == DigestCache(None).tree_digest(_tree(tmp_path / "copy"))
+    if edit == "content, same size":
+        (tree / "include" / "api.h").write_text("int apj(void);\n")
+    elif edit == "symlink target":
+        (tree / "lib" / "libx.so").unlink()
+        (tree / "lib" / "libx.so").symlink_to("libx.so.2")
+    elif edit == "mode":
+        (tree / "lib" / "libx.so.1").chmod(0o755)
+    elif edit == "new file":
+        (tree / "include" / "extra.h").write_text("")
+    else:
+        (tree / "include" / "api.h").unlink()
+    assert DigestCache(None).tree_digest(tree) != before
+
+
+def test_a_missing_tree_has_no_digest(tmp_path: Path) -> None:
+    assert DigestCache(None).tree_digest(tmp_path / "absent") is None

@@ -56,10 +56,13 @@ BAD_INPUTS = [
     *[({name: ""}, (), f"{name}= is empty: give a value, or leave the option out")
       for name in ("engine", "platform", "flavor", "cache", "version", "origin", "mirror")],
     # Versions: the engine's own numbers, nothing that could name a path.
-    ({"engine": "onnxruntime", "version": "1/../../../../../elsewhere/x"}, (), "no path separators"),
+    ({"engine": "onnxruntime", "version": "1/../../../../../elsewhere/x"}, (), "no separators, spaces or '..'"),
+    ({"engine": "onnxruntime", "version": "\u0661.\u0662\u0666.\u0660"}, (), "has non-ASCII characters"),
+    ({"engine": "onnxruntime", "version": "01.26.00"}, (), "has a leading zero: write '1.26.0'"),
+    ({"engine": "onnxruntime", "version": "1.26.0/../../../advpub/x"}, (), "is not a version such as 1.26.0"),
     ({"engine": "onnxruntime", "version": "abc def"}, (), "version='abc def' is not a version"),
     ({"engine": "onnxruntime", "version": "v1.27.0"}, (), "version='v1.27.0' is not a version"),
-    ({"engine": "onnxruntime", "version": "1.27.0rc1"}, (), "version='1.27.0rc1' is not a version"),
+    ({"engine": "onnxruntime", "version": "1.27.0rc1"}, (), "version=1.27.0rc1 is not a onnxruntime version"),
     ({"engine": "onnxruntime", "version": "1.27"}, (), "version=1.27 is not a onnxruntime version"),
     ({"engine": "libtorch", "version": "2.12"}, (), "libtorch versions look like"),
     # Origins: a source of the selection, an existing path of the right type, a URL only with lock=1.
@@ -100,6 +103,27 @@ BAD_INPUTS = [
     ({"inputs": "somewhere"}, (), "unknown inputs 'somewhere'; valid: build, dist"),
     ({"engine": "onnxruntime,"}, (), "has an empty item; separate values with single commas"),
     ({"platform": "linux-x86_64/../../x"}, (), "unknown platform 'linux-x86_64/../../x'"),
+    # Round 2: odd values refused with a message, never a traceback.
+    ({"heavy_jobs": "\u00b2"}, (), "must be a positive integer"),
+    ({"heavy_jobs": "\u0662"}, (), "must be a positive integer"),
+    *[({name: "/tmp/" + "x" * 300}, targets, "cannot be used: File name too long")
+      for name, targets in (("origin", (ORT_SHARED,)), ("cache", ()), ("mirror", ()), ("binary_cache", ()))],
+    *[({name: "/tmp/in\udcff.tgz"}, targets, "is not valid UTF-8")
+      for name, targets in (("origin", (ORT_SHARED,)), ("cache", ()), ("mirror", ()), ("binary_cache", ()))],
+    ({"cache": "/tmp/a\nb"}, (), "holds a control character"),
+    ({"binary_cache": "ftp://host/x"}, (), "unsupported URL scheme 'ftp'"),
+    ({"binary_cache": "s3://bucket/x"}, (), "unsupported URL scheme 's3'"),
+    ({"mirror": "ftp://host/x"}, (), "unsupported URL scheme 'ftp'"),
+    ({"origin": "ftp://host/onnxruntime-linux-x64-1.26.0.tgz"}, (ORT_SHARED,), "unsupported URL scheme 'ftp'"),
+    ({"cache": "https://cache.example/x"}, (), "the download cache is a local directory"),
+    ({"cache": "dist"}, (), "lies inside dist/, which the build owns"),
+    ({"cache": "dist/downloads"}, (), "lies inside dist/"),
+    ({"cache": "build/cache"}, (), "lies inside build/"),
+    ({"binary_cache": "dist/cache"}, (), "lies inside dist/"),
+    ({"origin": "/etc/hostname"}, (ORT_SHARED,), "unknown archive type; expected one of .tar.gz"),
+    ({}, (f"build/legs/{ORT_SHARED}/steps/build.json",), f"{ORT_SHARED} has no build step"),
+    ({}, (f"build/legs/{ORT_SHARED}/steps/restore.json",), "without binary_cache="),
+    ({}, (f"build/legs/{ORT_SHARED}/steps/bogus.json",), "unknown step 'bogus'"),
 ]
 
 
@@ -108,6 +132,29 @@ def test_bad_input_names_what_is_valid(matrix, arguments, targets, message):
     with pytest.raises(SelectionError) as error:
         _resolve(matrix, targets, **arguments)
     assert message in str(error.value)
+
+
+def test_an_option_given_twice_with_other_values_is_refused(matrix):
+    with pytest.raises(SelectionError, match=r"version= is given 2 times \('1.26.0', '1.25.0'\): give each option once"):
+        resolve({"version": "1.25.0"}, ["list"], matrix, ROOT, LINUX, {},
+                arglist=[("version", "1.26.0"), ("version", "1.25.0")])
+    resolve({"verbose": "1"}, ["list"], matrix, ROOT, LINUX, {}, arglist=[("verbose", "1"), ("verbose", "1")])
+
+
+def test_relative_paths_are_read_from_the_launch_directory(matrix, tmp_path):
+    (tmp_path / "in").mkdir()
+    origin = tmp_path / "in" / "onnxruntime-linux-x64-1.26.0.tgz"
+    origin.write_bytes(b"")
+    (tmp_path / "relcache").mkdir()
+    settings = resolve({"origin": "in/onnxruntime-linux-x64-1.26.0.tgz", "cache": "dl", "binary_cache": "relcache",
+                        "mirror": "in"}, [ORT_SHARED], matrix, ROOT, LINUX, {}, launch_dir=tmp_path).settings
+    assert settings.origins == {"": str(origin)}
+    assert settings.cache == tmp_path / "dl"
+    assert settings.binary_caches == (str(tmp_path / "relcache"),)
+    assert settings.mirrors == (str(tmp_path / "in"),)
+    # The default cache stays in the project, wherever scons was started from.
+    assert resolve({}, ["list"], matrix, ROOT, LINUX, {}, launch_dir=tmp_path).settings.cache == \
+        ROOT / ".cache/downloads"
 
 
 def test_the_bad_input_table_stays_past_fifty():
