@@ -9,6 +9,7 @@ table, which is created (before `[sha256]`) when missing.
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,16 +58,39 @@ def edited(text: str, changes: Changes, where: Path) -> str:
     return text
 
 
+class PinConflict(RuntimeError):
+    """A `lock=1` build would replace a pin recorded meanwhile (by `scons lock`, say)."""
+
+
 def record_pin(engine_toml: Path, filename: str, sha256: str) -> None:
-    """`lock=1`: add or fill `"<filename>" = "<sha256>"` in `[sha256]`."""
-    apply(engine_toml, Changes(sha256={filename: sha256}))
-    print(f"[lock] recorded {filename} sha256 {sha256} in {engine_toml}; commit it", flush=True)
+    """`lock=1`: fill `"<filename>" = "<sha256>"` in `[sha256]`."""
+    if _record_missing(engine_toml, ("sha256", filename), Changes(sha256={filename: sha256}), sha256):
+        print(f"[lock] recorded {filename} sha256 {sha256} in {engine_toml}; commit it", flush=True)
 
 
 def record_commit(engine_toml: Path, source: str, commit: str) -> None:
     """`lock=1` on a git source: set `commit = "<sha>"` in `[sources.<source>]`."""
-    apply(engine_toml, Changes(commits={source: commit}))
-    print(f"[lock] recorded {source} commit {commit} in {engine_toml}; commit it", flush=True)
+    if _record_missing(engine_toml, ("sources", source, "commit"), Changes(commits={source: commit}), commit):
+        print(f"[lock] recorded {source} commit {commit} in {engine_toml}; commit it", flush=True)
+
+
+def _record_missing(engine_toml: Path, where: tuple[str, ...], changes: Changes, value: str) -> bool:
+    """Write `changes` when the pin at `where` is still missing (read again under the lock:
+    the run loaded its data before it waited for the tree); False when it holds `value`
+    already; another recorded value is never replaced."""
+    with _locked(engine_toml):
+        text = engine_toml.read_text()
+        recorded: object = tomllib.loads(text)
+        for part in where:
+            recorded = recorded.get(part, "") if isinstance(recorded, dict) else ""
+        if recorded == value:
+            return False
+        if recorded:
+            raise PinConflict(f"{engine_toml}: {'.'.join(where)} was recorded as {recorded} meanwhile, and this run "
+                              f"got {value}; nothing was replaced: check which is upstream's (`scons lock` verifies "
+                              "recorded pins) and run again")
+        atomic_write_text(engine_toml, edited(text, changes, engine_toml))
+        return True
 
 
 def _locked(path: Path) -> FileLock:

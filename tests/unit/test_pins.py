@@ -2,7 +2,9 @@
 comments and every other line kept byte for byte."""
 import tomllib
 
-from backends.pins import Changes, apply, record_commit, record_pin
+import pytest
+
+from backends.pins import Changes, PinConflict, apply, record_commit, record_pin
 
 ENGINE = '''name = "x"
 version = "1.0.0"           # the pin
@@ -48,12 +50,14 @@ def test_record_commit_fills_only_its_source_table_and_keeps_the_comment(tmp_pat
     assert text.replace("a" * 40, "") == ENGINE  # nothing else moved
 
 
-def test_record_pin_adds_and_replaces(tmp_path):
+def test_record_pin_adds_and_never_replaces(tmp_path):
     toml = _write(tmp_path)
     record_pin(toml, "new.tgz", "c" * 64)
-    record_pin(toml, "old.zip", "d" * 64)
+    record_pin(toml, "old.zip", "b" * 64)  # the same pin: nothing to do
+    with pytest.raises(PinConflict, match="sha256.old.zip was recorded as b+ meanwhile, and this run got d+"):
+        record_pin(toml, "old.zip", "d" * 64)
     data = tomllib.loads(toml.read_text())
-    assert data["sha256"] == {"old.zip": "d" * 64, "x+cpu.zip": "e" * 64, "new.tgz": "c" * 64}
+    assert data["sha256"] == {"old.zip": "b" * 64, "x+cpu.zip": "e" * 64, "new.tgz": "c" * 64}
     assert data["sources"]["source"]["url"] == "u"
     assert toml.read_text().startswith(ENGINE.split('"old.zip"')[0])
 
@@ -78,3 +82,11 @@ def test_a_missing_sha256_table_is_created(tmp_path):
     toml.write_text('name = "x"\n')
     record_pin(toml, "a.zip", "a" * 64)
     assert tomllib.loads(toml.read_text())["sha256"] == {"a.zip": "a" * 64}
+
+
+def test_record_commit_never_replaces_a_recorded_commit(tmp_path):
+    toml = _write(tmp_path)
+    record_commit(toml, "source", "a" * 40)
+    with pytest.raises(PinConflict, match="sources.source.commit was recorded as a+ meanwhile"):
+        record_commit(toml, "source", "c" * 40)
+    assert tomllib.loads(toml.read_text())["sources"]["source"]["commit"] == "a" * 40
