@@ -33,7 +33,7 @@ from .locations import is_url, origin_filename
 from .model.engine import Engine, url_filename
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
-from .pins import record_commit, record_pin
+from .pins import PinConflict, record_commit, record_pin
 from .records import Inputs, Records, public
 from .steps import archive as archive_step
 from .steps import fetch as fetch_step
@@ -73,13 +73,14 @@ class StepFailure(RuntimeError):
 
 NAMED_ERRORS = (StepFailure, fetch_step.FetchError, ExtractError, PatchError, StageError, archive_step.ArchiveError,
                 verify_step.ContractError, InspectError, BundleError, UniversalError, ExpandError, RunError,
-                ToolMissing, publish_step.PublishError, git_step.GitError, OSError)
+                ToolMissing, publish_step.PublishError, git_step.GitError, PinConflict, OSError)
 
 
 @dataclass(frozen=True)
 class StepResult:
     body: dict[str, Any]
     outputs: tuple[Path, ...] = ()  # files the step wrote besides its declared targets
+    trees: tuple[Path, ...] = ()  # directories it filled, whose every file its record signs
 
 
 @dataclass
@@ -155,7 +156,7 @@ def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
             _withdraw(run, leg)  # a step that reruns means their archives no longer match their inputs
         result = step.work()
         outputs = [Path(t.abspath) for t in target if t.abspath != record] + list(result.outputs)
-        run.records.write(Path(record), result.body, inputs, outputs)
+        run.records.write(Path(record), result.body, inputs, outputs, result.trees)
         run.summary.step_done(step.leg, step.name)
         _inject_fault(step)
         print(f"[{step.name}] {step.leg} done in {time.monotonic() - started:.1f} s", flush=True)
@@ -306,7 +307,7 @@ def extract_download(download: Download, fetch_manifest: Path, dest: Path) -> St
         raise StepFailure(f"{archive.name} has none of the top-level directories {', '.join(download.roots)}")
     # The bytes' identity makes this manifest change whenever they do, so every later step reruns.
     return StepResult({"archive": archive.name, "sha256": _read(fetch_manifest)["sha256"], "root": str(root),
-                       "entries": len(entries)})
+                       "entries": len(entries)}, trees=(tree,))
 
 
 def patch(origin_manifest: Path, scripts: list[Path], dest: Path) -> StepResult:
@@ -381,7 +382,7 @@ def stage(leg_id: str) -> StepResult:
     if sign.applies_to(nodes.plan.leg):
         result["signing"] = sign.sign_stage(dirs.stage, run.environ).record()
     result["files"] = len([e for e in list_tree(dirs.stage, with_hashes=False) if e.kind != "dir"])
-    return StepResult(result)
+    return StepResult(result, trees=(dirs.stage,))
 
 
 def signs_here(run: RunContext, leg: Any) -> bool:
@@ -406,7 +407,7 @@ def merge(leg_id: str, input_archives: list[Path]) -> StepResult:
     record: dict[str, object] = {"inputs": list(leg.inputs), "report": report}
     if sign.applies_to(leg):  # lipo invalidates the slices' signatures
         record["signing"] = sign.sign_stage(dirs.stage, run.environ).record()
-    return StepResult(record)
+    return StepResult(record, trees=(dirs.stage,))
 
 
 def _android_bundle(abis: list[str], unpacked: list[Path], stage_dir: Path) -> list[str]:

@@ -8,7 +8,9 @@ so the answer comes from the same code that names the paths when building. Unref
 - build/{downloads,git,extract,src}/<step>.json and the trees, logs and settings beside them;
 - build/legs/<leg>/ of legs that no longer exist;
 - cache entries (cache/sha256/<hex>/) that no pin names and no referenced fetch record
-  uses, and interrupted downloads (cache/partial/*.part).
+  uses, and interrupted downloads (cache/partial/*.part);
+- in dist/, sidecars whose archive is missing, and every file of a set whose sidecars do
+  not describe its archive (each archive is hashed), both left by interrupted publishes.
 
 A cache shared by several checkouts is only judged by this one's data: point `cache=` at a
 private directory before collecting, or do not collect it.
@@ -28,6 +30,7 @@ from .host import Host
 from .model.leg import Leg
 from .records import read_record
 from .steps.files import relative_label, remove_path
+from .steps.publish import dist_debris, published_files
 
 
 
@@ -134,6 +137,12 @@ def _cache_garbage(cache: Path, kept_digests: set[str]) -> list[Path]:
     return garbage
 
 
+def _dist_garbage(dist: Path) -> list[Path]:
+    debris = dist_debris(dist, hash_archives=True)
+    mismatched = [path for archive, _ in debris.mismatched for path in published_files(archive) if path.exists()]
+    return [*debris.lone_sidecars, *mismatched]
+
+
 def _kept_digests(run: RunContext, referenced: set[str]) -> set[str]:
     digests = {pin for engine in run.matrix.engines.values() for pin in engine.sha256.values() if pin}
     for target in referenced:
@@ -155,6 +164,7 @@ def collect(run: RunContext, selected: Iterable[Leg]) -> list[Garbage]:
     referenced = referenced_targets(run, selections)
     found = _step_garbage(run.build_root, referenced)
     found += _cache_garbage(run.settings.cache, _kept_digests(run, referenced))
+    found += _dist_garbage(run.dist)
     return [Garbage(path, _size(path)) for path in found]
 
 

@@ -291,27 +291,32 @@ class DistWatcher(threading.Thread):
                 self.problems.append(f"{name}: {error}")
 
 
-def test_kill_during_build_then_rerun(project_factory):
+def test_kill_during_build_then_rerun(project_factory, tmp_path):
+    """No timing assumption: the gpu build sleeps until it is killed, the wait for it ends
+    when it sleeps or scons exits (or hangs), and scons's output goes to a file (a pipe
+    nobody reads can fill and stop it)."""
     project = project_factory(fixsrc_rows=SMALL_ROWS, fixbin=False)
     args = ("engine=fixsrc", "flavor=all")
     allowed = {fixsrc_archive(leg) + s for leg in SMALL_IDS for s in ("", ".sha256", ".json")}
     dist = project / "dist"
     sleeping = project / f"build/legs/{GPU_LEG}/work/Release/SLEEPING"
+    output = tmp_path / "killed-run.log"
 
     # The gpu leg builds last; its build.py sleeps after configuring, and we kill scons there.
     watcher = DistWatcher(dist, allowed)
     watcher.start()
-    child = subprocess.Popen(fixtures.scons_argv(*args), cwd=project, start_new_session=True,
-                             env=fixtures.child_env({"FIXSRC_BUILD_SLEEP": "60:gpu-shared"}),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with open(output, "w") as log:
+        child = subprocess.Popen(fixtures.scons_argv(*args), cwd=project, start_new_session=True,
+                                 env=fixtures.child_env({"FIXSRC_BUILD_SLEEP": "86400:gpu-shared"}),
+                                 stdout=log, stderr=subprocess.STDOUT)
+    hang_guard = time.monotonic() + 1800  # far beyond any slow machine: only a hang reaches it
     try:
-        deadline = time.monotonic() + 50
         while not sleeping.is_file():
-            assert child.poll() is None, child.stdout.read()
-            assert time.monotonic() < deadline, "the gpu build never reached its sleep"
+            assert child.poll() is None, f"scons ended before the gpu build slept:\n{output.read_text()}"
+            assert time.monotonic() < hang_guard, f"scons hangs before the gpu build:\n{output.read_text()}"
             time.sleep(0.05)
         os.killpg(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
+        child.wait()
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
@@ -332,7 +337,7 @@ def test_kill_during_build_then_rerun(project_factory):
         watcher.stop.set()
         watcher.join()
     _ok(run)
-    assert watcher.problems == [] and watcher.polls > 10
+    assert watcher.problems == []  # a sampler: tests/unit/test_publish.py lists dist/ at every write
     assert set(os.listdir(dist)) == allowed
     for leg in SMALL_IDS:
         smoke = json.loads((project / f"build/legs/{leg}/steps/smoke.json").read_text())
