@@ -356,6 +356,21 @@ def test_a_failed_rebuild_withdraws_the_old_archive(project_factory, upstream):
     assert (project / "dist" / archive).is_file() and not (project / "dist/.stale").exists()
 
 
+def test_sidecars_a_killed_tar_gz_publish_left_are_removed_by_the_next_run(project_factory, upstream):
+    """A kill between the sidecars' renames and the archive's leaves sidecars without their
+    archive (format=tar.gz); the next plain run removes them before it builds anything."""
+    project = _fixbin_project(project_factory, upstream)
+    _ok(scons(project, FIXBIN_LEG, "format=tar.gz"))
+    archive = project / "dist" / fixbin_archive(FIXBIN_LEG).replace(".zip", ".tar.gz")
+    clean = archive.read_bytes()
+    archive.unlink()  # what the kill leaves: the new sidecars, no archive
+    run = _ok(scons(project, FIXBIN_LEG, "format=tar.gz"))
+    assert f"removed {archive.name}.json, {archive.name}.sha256 (their archive is missing)" in run.stdout, str(run)
+    assert archive.read_bytes() == clean
+    assert sorted(p.name for p in (project / "dist").iterdir() if p.is_file()) == sorted(
+        [archive.name, archive.name + ".json", archive.name + ".sha256"])
+
+
 def test_publish_to_another_filesystem(project_factory, upstream):
     """dist/ on a tmpfs, build/ on the disk: a rename between them fails (EXDEV)."""
     project = _fixbin_project(project_factory, upstream)
