@@ -196,7 +196,7 @@ def nginx(tmp_path: Path):
     (root / "nginx.conf").write_text(NGINX_CONF.format(root=root, port=port, user=user))
     server = subprocess.Popen([binary, "-c", str(root / "nginx.conf"), "-p", str(root)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # a busy 2-core machine may be slow to start it
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

@@ -141,14 +141,14 @@ def test_kill_9_during_a_build_kills_its_children(project_factory):
                              env=fixtures.child_env({"FIXSRC_BUILD_SLEEP": "120:gpu-shared"}),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 1800  # a hang guard only: CI may be busy
         while not sleeping.is_file():
             assert child.poll() is None and time.monotonic() < deadline, "the build never reached its sleep"
             time.sleep(0.05)
         build_py = int(sleeping.read_text())
         child.kill()  # SIGKILL to scons alone, not its process group
         child.wait(timeout=30)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120
         while _alive(build_py):
             assert time.monotonic() < deadline, f"build.py (pid {build_py}) outlived the killed scons"
             time.sleep(0.05)
@@ -169,6 +169,14 @@ def _alive(pid: int) -> bool:
 # --------------------------------------------------------------------------- one tree, two runs
 
 
+def _wait_for(condition, process: subprocess.Popen, log: Path) -> None:
+    """Poll `condition` while `process` runs (no deadline but a hang guard: CI may be busy)."""
+    deadline = time.monotonic() + 1800
+    while not condition():
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+
+
 def test_two_concurrent_runs_in_one_tree(project_factory):
     project = project_factory(fixsrc_rows=GPU_ROWS, fixbin=False)
     reference = project_factory("reference", fixsrc_rows=GPU_ROWS, fixbin=False)
@@ -176,22 +184,28 @@ def test_two_concurrent_runs_in_one_tree(project_factory):
     archive = fixsrc_archive(GPU_LEG)
 
     sleeping = project / f"build/legs/{GPU_LEG}/work/Release/SLEEPING"
-    pause = {"FIXSRC_BUILD_SLEEP": "3:gpu-shared"}  # the build reads it: both runs pass the same
-    first = subprocess.Popen(fixtures.scons_argv(GPU_LEG), cwd=project, text=True, env=fixtures.child_env(pause),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while not sleeping.is_file():
-        assert first.poll() is None and time.monotonic() < deadline, first.stdout.read()
-        time.sleep(0.05)
-    refused = scons(project, GPU_LEG, "wait=0", env=pause)
-    assert refused.returncode == 2 and f"pid {first.pid}" in refused.stderr and "in use by" in refused.stderr, \
-        str(refused)
-    second = scons(project, GPU_LEG, env=pause)
-    first_output, _ = first.communicate(timeout=120)
-    assert first.returncode == 0, first_output
-    _ok(second)
-    assert "waiting for it to finish" in second.stderr and f"pid {first.pid}" in second.stderr, str(second)
-    assert second.step_lines() == [], "the second run redid what the first had finished"
+    # The build pauses until the test creates RELEASE (the build reads the variable: both runs
+    # pass the same), so no step of the test depends on how fast this machine is.
+    pause = {"FIXSRC_BUILD_SLEEP": "3600:gpu-shared"}
+    logs = project.parent / "logs"
+    logs.mkdir()
+    with open(logs / "first", "w") as first_log, open(logs / "second", "w") as second_log:
+        first = subprocess.Popen(fixtures.scons_argv(GPU_LEG), cwd=project, text=True, env=fixtures.child_env(pause),
+                                 stdout=first_log, stderr=subprocess.STDOUT)
+        _wait_for(lambda: sleeping.is_file(), first, logs / "first")
+        refused = scons(project, GPU_LEG, "wait=0", env=pause)
+        assert refused.returncode == 2 and f"pid {first.pid}" in refused.stderr and "in use by" in refused.stderr, \
+            str(refused)
+        second = subprocess.Popen(fixtures.scons_argv(GPU_LEG), cwd=project, text=True, env=fixtures.child_env(pause),
+                                  stdout=second_log, stderr=subprocess.STDOUT)
+        _wait_for(lambda: "waiting for it to finish" in (logs / "second").read_text(), second, logs / "second")
+        (sleeping.parent / "RELEASE").touch()
+        assert first.wait(timeout=1800) == 0, (logs / "first").read_text()
+        assert second.wait(timeout=1800) == 0, (logs / "second").read_text()
+    second_output = (logs / "second").read_text()
+    assert f"pid {first.pid}" in second_output, second_output
+    assert fixtures.step_lines(second_output) == [], "the second run redid what the first had finished:\n" + \
+        second_output
     # The manifests name each project's own paths (the commands that ran); the bytes are the same.
     assert {name: data for name, data in _dist(project, archive).items() if not name.endswith(".json")} == \
         {name: data for name, data in _dist(reference, archive).items() if not name.endswith(".json")}
