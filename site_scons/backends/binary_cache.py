@@ -16,35 +16,43 @@ A store that refuses writes (a read-only directory, HTTP 401/403/405, no token) 
 only: lookups still work, storing says so once. Whatever comes out of a store is checked
 before anything trusts it (`Graph` does: sha256, manifest, the contract); a bad entry is
 reported and the leg rebuilt.
+
+A store is waited on with the tree locked, so no wait is silent or unbounded: HTTP transfers
+have timeouts, a minimum rate, bounded retries and progress lines (the constants below). A
+directory store heals itself: a writer sweeps the temps killed writers left, a reader evicts
+an entry that is not exactly its regular files.
 """
 from __future__ import annotations
 
 import errno
 import json
 import os
+import re
 import shutil
+import stat
 import sys
 import threading
+import time
 import urllib.parse
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 # requests takes ~0.1 s to import: it is imported where a transfer happens, so a null build,
 # plan=1 or list never pays for it.
 if TYPE_CHECKING:
     import requests
 
+from .cache_trust import SIGNATURE_SUFFIX
 from .locations import is_url
 from .locks import FileLock
 from .model.plan import Contract
 from .github import DEFAULT_API, GitHub, GitHubError
-from .steps.files import sha256_file
+from .steps.files import remove_path, sha256_file
 from .steps.publish import PublishError, check_sidecars, published_files
 from .steps.verify import check
-
-TIMEOUT = (15, 600)
 
 
 class CacheError(RuntimeError):
@@ -72,57 +80,219 @@ def entry_names(archive: str) -> list[str]:
 
 # -- a directory --------------------------------------------------------------------------
 
+# A writer's temps, `.<key>.tmp-<pid>-<thread>` (the entry being written) and
+# `.<key>.old-<pid>-<thread>` (the one it replaces), exist only while it holds `.<key>.lock`.
+_STORE_TEMP = re.compile(r"\.(?P<key>.+)\.(?:tmp|old)-\d+(?:-\d+)?")
+STALE_TEMP_SECONDS = 3600.0  # a temp this old whose key lock is free was left by a killed writer
+
+
+def _key_lock(root: Path, key: str) -> FileLock:
+    return FileLock(root / f".{key}.lock", record_holder=False)
+
+
+def _aside(root: Path, key: str, kind: str) -> Path:
+    return root / f".{key}.{kind}-{os.getpid()}-{threading.get_ident()}"
+
+
 @dataclass
 class DirectoryStore:
     root: Path
+    _swept: bool = field(default=False, repr=False)
 
     @property
     def location(self) -> str:
         return str(self.root)
 
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
+        """Copy the entry into `dest`. An entry that is not exactly its files, each a regular
+        file, is evicted (when the store may be written) and reported as a CacheError."""
         entry = self.root / key
-        if not all((entry / name).is_file() for name in entry_names(archive)):
-            return False
+        try:
+            problem = _entry_problem(entry, archive)
+        except FileNotFoundError:
+            return False  # none, or a writer is swapping it this instant
+        if problem:
+            raise CacheError(f"{self.location}: the entry {key} {self._evict(key, archive, problem)}; not used")
         dest.mkdir(parents=True, exist_ok=True)
-        for name in entry_names(archive):  # copies: nothing downstream may share an inode with the cache
-            shutil.copyfile(entry / name, dest / name)
+        try:
+            for name in _present(entry, archive):  # copies: nothing downstream may share an inode with the cache
+                shutil.copyfile(entry / name, dest / name)
+        except OSError as error:
+            raise CacheError(f"{self.location}: cannot read the entry {key}: {error.strerror or error}; "
+                             "not used") from None
         return True
+
+    def _evict(self, key: str, archive: str, problem: str) -> str:
+        """Remove the entry of `key` (under its lock, judged again there); says what was done.
+        It is renamed aside first, so a reader sees the whole entry or none."""
+        lock = _key_lock(self.root, key)
+        try:
+            if not lock.try_acquire():
+                return f"{problem}; a writer is replacing it now"
+        except OSError as error:
+            return f"{problem} (not evicted: the lock cannot be taken: {error.strerror or error})"
+        try:
+            if _entry_problem(self.root / key, archive) is None:
+                return "was replaced while it was read"
+            aside = _aside(self.root, key, "old")
+            os.rename(self.root / key, aside)
+            remove_path(aside)
+            return f"{problem}: evicted"
+        except FileNotFoundError:
+            return f"{problem}: evicted meanwhile"
+        except OSError as error:
+            return f"{problem} (not evicted: {error.strerror or error})"
+        finally:
+            lock.release()
 
     def put(self, key: str, files: Sequence[Path]) -> None:
         """Write the entry into a temp beside it, then rename it into place: readers see the
         whole entry or none. Writers of one key take turns (a lock file); an entry already
-        there with the same bytes stays, one with other bytes (a corrupt entry, rejected when
-        read) is swapped for this one."""
+        there with the same files and bytes stays, any other (a corrupt entry, rejected when
+        read) is swapped for this one. The first write of a run sweeps what killed writers left."""
         entry = self.root / key
-        suffix = f"{os.getpid()}-{threading.get_ident()}"
-        temp, old = self.root / f".{key}.tmp-{suffix}", self.root / f".{key}.old-{suffix}"
+        temp, old = _aside(self.root, key, "tmp"), _aside(self.root, key, "old")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            with FileLock(self.root / f".{key}.lock", record_holder=False):
-                if all(_same(path, entry / path.name) for path in files):
-                    return
-                temp.mkdir()
-                for path in files:
-                    shutil.copyfile(path, temp / path.name)
-                if entry.exists():
-                    os.rename(entry, old)
-                os.rename(temp, entry)
+            self._sweep_once()
+            with _key_lock(self.root, key):
+                try:
+                    if _holds(entry, files):
+                        return
+                    temp.mkdir()
+                    for path in files:
+                        shutil.copyfile(path, temp / path.name)
+                    if os.path.lexists(entry):
+                        os.rename(entry, old)
+                    os.rename(temp, entry)
+                finally:  # under the lock: a sweeper never races this writer's own cleanup
+                    remove_path(temp)
+                    remove_path(old)
         except OSError as error:
             kind = ReadOnly if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else CacheError
             raise kind(f"cannot write {entry}: {error.strerror or error}") from None
+
+    def _sweep_once(self) -> None:
+        if self._swept:
+            return
+        self._swept = True
+        removed = sweep_store(self.root)
+        if removed:
+            warn(f"{self.location}: removed {len(removed)} temp(s) older than {STALE_TEMP_SECONDS / 3600:g} h "
+                 f"left by interrupted writers: {', '.join(path.name for path in removed)}")
+
+
+def sweep_store(root: Path, older_than: float | None = None) -> list[Path]:
+    """Remove the temps killed writers left in a shared directory store: `.<key>.tmp-*` and
+    `.<key>.old-*` older than `older_than` (STALE_TEMP_SECONDS) whose key lock is free. Safe
+    while other writers run: a live writer holds its key's lock as long as its temps exist,
+    and a young temp is left alone even where locks do not reach (another host's writer on a
+    file system without shared locks). Returns what was removed."""
+    limit = time.time() - (STALE_TEMP_SECONDS if older_than is None else older_than)
+    try:
+        items = list(os.scandir(root))
+    except OSError:
+        return []
+    removed = []
+    for item in items:
+        match = _STORE_TEMP.fullmatch(item.name)
+        try:
+            if not match or item.stat(follow_symlinks=False).st_mtime > limit:
+                continue
+            lock = _key_lock(root, match["key"])
+            if not lock.try_acquire():
+                continue
+        except OSError:  # gone meanwhile, or a read-only store: nothing to sweep
+            continue
+        try:
+            remove_path(Path(item.path))
         finally:
-            shutil.rmtree(temp, ignore_errors=True)
-            shutil.rmtree(old, ignore_errors=True)
+            lock.release()
+        if not os.path.lexists(item.path):
+            removed.append(Path(item.path))
+    return removed
+
+
+def _allowed(archive: str) -> list[str]:
+    """The files an entry may hold: its own and the optional signature (cache_trust.py)."""
+    return [*entry_names(archive), archive + SIGNATURE_SUFFIX]
+
+
+def _present(entry: Path, archive: str) -> list[str]:
+    required = entry_names(archive)
+    return [name for name in _allowed(archive) if name in required or (entry / name).is_file()]
+
+
+def _entry_problem(entry: Path, archive: str) -> str | None:
+    """Why the directory entry `entry` is not exactly its files, each a regular file (None: it
+    is). FileNotFoundError when there is none."""
+    mode = os.lstat(entry).st_mode
+    if not stat.S_ISDIR(mode):
+        return f"is {_kind(mode)}, not a directory"
+    try:
+        items = {item.name: item.stat(follow_symlinks=False).st_mode for item in os.scandir(entry)}
+    except OSError as error:
+        if error.errno == errno.ENOENT:
+            raise
+        return f"cannot be listed ({error.strerror or error})"
+    allowed = _allowed(archive)
+    problems = [f"{name} is {_kind(mode)}" for name, mode in sorted(items.items())
+                if name in allowed and not stat.S_ISREG(mode)]
+    problems += [f"holds {name} ({_kind(mode)}), none of its files" for name, mode in sorted(items.items())
+                 if name not in allowed]
+    problems += [f"lacks {name}" for name in entry_names(archive) if name not in items]
+    return "; ".join(problems) or None
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink"),
+             (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "a device")
+
+
+def _holds(entry: Path, files: Sequence[Path]) -> bool:
+    """Whether the entry is exactly `files`, regular files with the same bytes."""
+    try:
+        items = {item.name: item.is_file(follow_symlinks=False) for item in os.scandir(entry)}
+    except OSError:  # none, or not a directory
+        return False
+    if items != {path.name: True for path in files}:
+        return False
+    return all(_same(path, entry / path.name) for path in files)
 
 
 def _same(ours: Path, theirs: Path) -> bool:
-    if not theirs.is_file() or theirs.stat().st_size != ours.stat().st_size:
+    if theirs.stat().st_size != ours.stat().st_size:
         return False
     return sha256_file(theirs) == sha256_file(ours)
 
 
 # -- HTTP(S) --------------------------------------------------------------------------------
+# Module constants, so tests can make them small.
+CONNECT_TIMEOUT = 10.0  # seconds to connect
+READ_TIMEOUT = 30.0  # seconds one socket read may wait: a trickle passes it, hence the rate below
+RATE_WINDOW = 30.0  # seconds: a transfer that moves less than RATE_MINIMUM bytes in one is given up
+RATE_MINIMUM = 64 * 1024
+PROGRESS_SIZE = 50 * 1000 * 1000  # a larger body says how far it got...
+PROGRESS_EVERY = 5.0  # ...every this many seconds
+WAIT_NOTICE = 5.0  # seconds without an answer before the wait is said
+ATTEMPTS = 3  # on connection errors, timeouts, a too-slow transfer, HTTP 5xx and 429
+BACKOFF = 1.0  # seconds before the second attempt, doubled before each further one
+CHUNK = 1 << 20
+sleep = time.sleep
+
+T = TypeVar("T")
+
+
+class _Retry(Exception):
+    """One attempt failed in a way the next one may not. `transport`: the store was not
+    reached, or too slowly (not an answer of the server)."""
+
+    def __init__(self, why: str, transport: bool = True) -> None:
+        super().__init__(why)
+        self.why = why
+        self.transport = transport
+
 
 def _new_session() -> requests.Session:
     import requests
@@ -130,10 +300,109 @@ def _new_session() -> requests.Session:
     return requests.Session()
 
 
+def _timeout() -> tuple[float, float]:
+    return CONNECT_TIMEOUT, READ_TIMEOUT
+
+
+def _size(count: float) -> str:
+    return f"{count / 1024:.3g} KiB" if count < 1 << 20 else f"{count / (1 << 20):.3g} MiB"
+
+
+class _Meter:
+    """Counts a body's bytes as they move: gives up on a transfer slower than RATE_MINIMUM per
+    RATE_WINDOW, and prints a progress line every PROGRESS_EVERY seconds for one over
+    PROGRESS_SIZE."""
+
+    def __init__(self, what: str, total: int | None) -> None:
+        self.what, self.total, self.done = what, total, 0
+        self.start = self.window_start = self.said = time.monotonic()
+        self.window_done = 0
+
+    def add(self, count: int) -> None:
+        now = time.monotonic()
+        self.done += count
+        if now - self.window_start >= RATE_WINDOW:
+            if self.done - self.window_done < RATE_MINIMUM and self.done != self.total:
+                raise _Retry(f"slower than {_size(RATE_MINIMUM)} per {RATE_WINDOW:g} s "
+                             f"({_size(self.done - self.window_done)} in {now - self.window_start:.1f} s)")
+            self.window_start, self.window_done = now, self.done
+        if now - self.said >= PROGRESS_EVERY and max(self.done, self.total or 0) > PROGRESS_SIZE:
+            self.said = now
+            warn(self.line(now))
+
+    def line(self, now: float) -> str:
+        of = f" of {self.total / 1e6:.1f} MB ({100 * self.done // self.total} %)" if self.total else ""
+        return f"{self.what}: {self.done / 1e6:.1f} MB{of}, {self.done / 1e6 / max(now - self.start, 1e-3):.1f} MB/s"
+
+
+class _MeteredFile:
+    """A file as a request body, its reads counted by a _Meter."""
+
+    def __init__(self, file: BinaryIO, size: int, meter: _Meter) -> None:
+        self.file, self.size, self.meter = file, size, meter
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self, count: int = -1) -> bytes:
+        data = self.file.read(count)
+        self.meter.add(len(data))
+        return data
+
+
+@contextmanager
+def _noticed(what: str) -> Iterator[None]:
+    """Says once that the run is waiting for `what`, when it has for WAIT_NOTICE seconds (the
+    run holds the tree meanwhile: the wait must show)."""
+    timer = threading.Timer(WAIT_NOTICE, lambda: warn(
+        f"waiting for {what}: no answer for {WAIT_NOTICE:g} s (given up after {READ_TIMEOUT:g} s)"))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _receive(response: requests.Response, target: Path, meter: _Meter) -> None:
+    """The body into `target` as it arrives: read1 returns what one socket read got, where
+    read(n) waits for n bytes, so a trickle would never be measured."""
+    with open(target, "wb") as out:
+        while chunk := response.raw.read1(CHUNK, decode_content=True):
+            out.write(chunk)
+            meter.add(len(chunk))
+
+
+def _length(response: requests.Response) -> int | None:
+    value = response.headers.get("Content-Length", "")
+    return int(value) if value.isdigit() else None
+
+
+def _transport_failure(error: Exception) -> _Retry | None:
+    """A failure of the connection as a _Retry saying why; None for any other error."""
+    import requests
+    from urllib3.exceptions import HTTPError, NewConnectionError, ReadTimeoutError
+
+    if isinstance(error, requests.ConnectTimeout):
+        return _Retry(f"timed out connecting ({CONNECT_TIMEOUT:g} s)")
+    if isinstance(error, (requests.ReadTimeout, ReadTimeoutError)):
+        return _Retry(f"no answer for {READ_TIMEOUT:g} s")
+    if isinstance(getattr(error.args[0] if error.args else None, "reason", None), NewConnectionError):
+        errno_text = re.search(r"\[Errno -?\d+\] ([^)\]'\"]+)", str(error))  # "Connection refused"
+        return _Retry(f"cannot connect ({errno_text[1].strip() if errno_text else 'no connection'})")
+    if isinstance(error, requests.exceptions.SSLError):
+        return None  # a certificate that does not verify does not on a second try
+    if isinstance(error, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError, HTTPError)):
+        return _Retry(f"the connection broke ({type(error).__name__})")
+    return None
+
+
 @dataclass
 class HttpStore:
     base: str
     session: requests.Session = field(default_factory=_new_session)
+    # Why the store was given up on this run: its connection failed, attempts over.
+    _given_up: str = field(default="", repr=False)
 
     @property
     def location(self) -> str:
@@ -143,38 +412,82 @@ class HttpStore:
         return f"{self.base.rstrip('/')}/{key}/{urllib.parse.quote(name)}"
 
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
-        import requests
-
         dest.mkdir(parents=True, exist_ok=True)
-        for name in entry_names(archive):
-            try:
-                with self.session.get(self._url(key, name), stream=True, timeout=TIMEOUT) as response:
-                    if response.status_code == 404:
-                        return False
-                    if response.status_code != 200:
-                        raise CacheError(f"{self.base}: GET {key}/{name} answered HTTP {response.status_code}")
-                    temp = dest / f".{name}.tmp-{os.getpid()}"
-                    with open(temp, "wb") as out:
-                        for chunk in response.iter_content(1 << 20):
-                            out.write(chunk)
-                    os.replace(temp, dest / name)
-            except requests.RequestException as error:
-                raise CacheError(f"{self.base}: {type(error).__name__} fetching {key}/{name}") from None
-        return True
+        try:
+            return all(self._attempts(f"GET {key}/{name}", partial(self._get, key, name, dest))
+                       for name in entry_names(archive))  # the manifest first: without it, a miss
+        except CacheError as error:
+            raise CacheError(f"{error}; not used") from None
 
     def put(self, key: str, files: Sequence[Path]) -> None:
+        for path in sorted(files, key=lambda p: p.name.endswith(".json")):  # the manifest last
+            self._attempts(f"PUT {key}/{path.name}", partial(self._put, key, path))
+
+    def _attempts(self, what: str, attempt: Callable[[], T]) -> T:
+        """`attempt()` up to ATTEMPTS times, BACKOFF, 2 BACKOFF, ... seconds apart. A failure
+        that outlasts them is a CacheError naming the store, the file and why; after one of
+        the connection, the store is not tried again this run."""
         import requests
 
-        for path in sorted(files, key=lambda p: p.name.endswith(".json")):  # the manifest last
-            with open(path, "rb") as body:
+        if self._given_up:
+            raise CacheError(f"{self.base}: {what} not tried: {self._given_up} earlier in this run")
+        for number in range(1, ATTEMPTS + 1):
+            try:
                 try:
-                    response = self.session.put(self._url(key, path.name), data=body, timeout=TIMEOUT)
+                    return attempt()
                 except requests.RequestException as error:
-                    raise CacheError(f"{self.base}: {type(error).__name__} storing {key}/{path.name}") from None
-            if response.status_code in (401, 403, 405):
-                raise ReadOnly(f"{self.base} refuses writes (HTTP {response.status_code})")
-            if response.status_code not in (200, 201, 204):
-                raise CacheError(f"{self.base}: PUT {key}/{path.name} answered HTTP {response.status_code}")
+                    raise _transport_failure(error) or CacheError(f"{self.base}: {what}: {error}") from None
+            except _Retry as failure:
+                if number == ATTEMPTS:
+                    if failure.transport:
+                        self._given_up = failure.why
+                    raise CacheError(f"{self.base}: {what}: {failure.why} ({ATTEMPTS} attempts)") from None
+                pause = BACKOFF * 2 ** (number - 1)
+                warn(f"{self.base}: {what}: {failure.why}; trying again in {pause:g} s")
+                sleep(pause)
+        raise AssertionError("unreachable")
+
+    def _get(self, key: str, name: str, dest: Path) -> bool:
+        from urllib3.exceptions import HTTPError
+
+        what = f"{key}/{name}"
+        temp = dest / f".{name}.tmp-{os.getpid()}"
+        with _noticed(f"{self.base} (GET {what})"):
+            response = self.session.get(self._url(key, name), stream=True, timeout=_timeout(),
+                                        headers={"Accept-Encoding": "identity"})
+        try:
+            with response:
+                if response.status_code == 404:
+                    return False
+                if response.status_code != 200:
+                    raise _status_failure(self.base, f"GET {what}", response.status_code)
+                _receive(response, temp, _Meter(f"{self.base}: GET {what}", _length(response)))
+            os.replace(temp, dest / name)
+            return True
+        except HTTPError as error:  # urllib3's, reading the body
+            raise _transport_failure(error) or CacheError(f"{self.base}: GET {what}: {error}") from None
+        except OSError as error:  # writing it
+            raise CacheError(f"{self.base}: GET {what}: cannot write {dest}: {error.strerror or error}") from None
+        finally:
+            temp.unlink(missing_ok=True)
+
+    def _put(self, key: str, path: Path) -> None:
+        what = f"PUT {key}/{path.name}"
+        size = path.stat().st_size
+        with open(path, "rb") as file:
+            body = _MeteredFile(file, size, _Meter(f"{self.base}: {what}", size))
+            with self.session.put(self._url(key, path.name), data=body, timeout=_timeout()) as response:
+                status = response.status_code
+        if status in (401, 403, 405):
+            raise ReadOnly(f"{self.base} refuses writes (HTTP {status})")
+        if status not in (200, 201, 204):
+            raise _status_failure(self.base, what, status)
+
+
+def _status_failure(base: str, what: str, status: int) -> Exception:
+    if status >= 500 or status == 429:
+        return _Retry(f"HTTP {status}", transport=False)
+    return CacheError(f"{base}: {what} answered HTTP {status}")
 
 
 # -- a GitHub release -------------------------------------------------------------------------

@@ -74,6 +74,7 @@ def temp_places(build_root: Path, dist: Path, cache: Path) -> tuple[list[tuple[P
     Never deeper: an extracted or built tree is upstream's, whatever its files are called."""
     owned = [(build_root, 1), (dist, 1)]
     owned += [(build_root / kind, 2) for kind in STEP_DIRS]
+    owned.append((build_root / "binary-cache", 2))  # `<key>/.<file>.tmp-<pid>` of a download cut short
     owned += [(leg / part, 1) for leg in _dirs(build_root / "legs") for part in ("", "archive", "steps")]
     return owned, [(cache / "sha256", 2), (cache / "partial", 1)]
 

@@ -1,14 +1,23 @@
-"""Binary cache stores: a directory (atomic, concurrent writers) and a GitHub release (against
-the local fake of the API); the HTTP store runs against nginx in tests/integration."""
+"""Binary cache stores: a directory (atomic, concurrent writers, swept and self-healing), a
+GitHub release (against the local fake of the API) and HTTP transport (timeouts, a minimum
+rate, retries, progress) against a small server in a thread; the HTTP store also runs against
+nginx in tests/integration."""
 from __future__ import annotations
 
+import os
 import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
-from backends.binary_cache import DirectoryStore, GitHubReleaseStore, ReadOnly, store_for
+from backends import binary_cache
+from backends.binary_cache import (CacheError, DirectoryStore, GitHubReleaseStore, HttpStore, ReadOnly, store_for,
+                                   sweep_store)
+from backends.buildtree import sweep_stale_temps, temp_places
+from backends.locks import FileLock
 from backends.steps.archive import sha256_sidecar
 from fake_github import REPO, TOKEN, FakeGitHub, serve
 
@@ -72,3 +81,306 @@ def test_github_release_store_without_a_token_is_read_only(github: FakeGitHub, t
     store = store_for(f"github:{REPO}@binary-cache", {"GITHUB_API_URL": github.base})
     with pytest.raises(ReadOnly, match="no GITHUB_TOKEN"):
         store.put(KEY, _entry(tmp_path / "dist"))
+
+
+# -- a directory store: housekeeping --------------------------------------------------------
+
+def _aged(path: Path, seconds: float) -> Path:
+    past = time.time() - seconds
+    os.utime(path, (past, past), follow_symlinks=False)
+    return path
+
+
+def test_stale_temps_in_a_directory_store_are_swept_by_its_next_writer(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    root.mkdir()
+    other = "cd" * 32
+    dead_temp = _aged(_dir(root / f".{other}.tmp-4242-1"), 2 * 3600)
+    dead_old = _aged(_dir(root / f".{other}.old-4242-1"), 2 * 3600)
+    young = _dir(root / f".{'ef' * 32}.tmp-4243-1")  # a live writer on a host locks do not reach
+    held = "01" * 32
+    locked = _aged(_dir(root / f".{held}.tmp-4244-1"), 2 * 3600)
+    lock = FileLock(root / f".{held}.lock", record_holder=False)
+    lock.acquire()  # its writer is at work, however old the temp looks
+    try:
+        DirectoryStore(root).put(KEY, _entry(tmp_path / "dist"))
+    finally:
+        lock.release()
+    assert not dead_temp.exists() and not dead_old.exists()
+    assert young.exists() and locked.exists()
+    assert sweep_store(root, older_than=3600) == [locked]  # its key free now
+
+
+def _dir(path: Path) -> Path:
+    path.mkdir()
+    (path / ARCHIVE).write_bytes(b"half")
+    return path
+
+
+def _damage(entry: Path, how: str) -> None:
+    if how == "a file instead of the entry":
+        remove = [entry / name for name in os.listdir(entry)]
+        for path in remove:
+            path.unlink()
+        entry.rmdir()
+        entry.write_bytes(b"not an entry")
+    elif how == "the archive is a directory":
+        (entry / ARCHIVE).unlink()
+        (entry / ARCHIVE).mkdir()
+    elif how == "the archive is a symlink":
+        (entry / ARCHIVE).rename(entry.parent.parent / "elsewhere.zip")
+        (entry / ARCHIVE).symlink_to(entry.parent.parent / "elsewhere.zip")
+    elif how == "a subdirectory":
+        (entry / "sub").mkdir()
+    elif how == "an extra file":
+        (entry / "notes.txt").write_text("x")
+    elif how == "a fifo":
+        os.mkfifo(entry / (ARCHIVE + ".sig"))
+    else:
+        assert how == "the manifest missing"
+        (entry / (ARCHIVE + ".json")).unlink()
+
+
+@pytest.mark.parametrize("how", ["a file instead of the entry", "the archive is a directory",
+                                 "the archive is a symlink", "a subdirectory", "an extra file", "a fifo",
+                                 "the manifest missing"])
+def test_an_entry_that_is_not_its_regular_files_is_evicted_and_a_miss(tmp_path: Path, how: str) -> None:
+    store = DirectoryStore(tmp_path / "cache")
+    store.put(KEY, _entry(tmp_path / "dist"))
+    entry = tmp_path / "cache" / KEY
+    _damage(entry, how)
+    with pytest.raises(CacheError, match=f"the entry {KEY} .*: evicted; not used"):
+        store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert not os.path.lexists(entry)
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")] == []
+    assert not store.fetch(KEY, ARCHIVE, tmp_path / "got")  # a miss: the leg is built...
+    store.put(KEY, _entry(tmp_path / "dist"))  # ...and stored again
+    assert store.fetch(KEY, ARCHIVE, tmp_path / "again")
+    assert sorted(os.listdir(tmp_path / "again")) == sorted(p.name for p in _entry(tmp_path / "dist"))
+
+
+def test_an_entry_with_extra_files_is_replaced_by_the_next_writer(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path / "cache")
+    store.put(KEY, _entry(tmp_path / "dist"))
+    (tmp_path / "cache" / KEY / "notes.txt").write_text("x")
+    store.put(KEY, _entry(tmp_path / "dist"))
+    assert not (tmp_path / "cache" / KEY / "notes.txt").exists()
+
+
+def test_a_signature_beside_the_entry_is_kept_and_fetched(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path / "cache")
+    store.put(KEY, _entry(tmp_path / "dist"))
+    (tmp_path / "cache" / KEY / (ARCHIVE + ".sig")).write_text("signed")
+    assert store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert (tmp_path / "got" / (ARCHIVE + ".sig")).read_text() == "signed"
+
+
+def test_a_run_start_sweeps_download_temps_under_build_binary_cache(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    temp = build / "binary-cache" / KEY / f".{ARCHIVE}.tmp-{os.getpid() + 1}"
+    temp.parent.mkdir(parents=True)
+    temp.write_bytes(b"cut short")
+    (temp.parent / ARCHIVE).write_bytes(b"kept")
+    assert sweep_stale_temps(*temp_places(build, tmp_path / "dist", tmp_path / "cache")) == [temp]
+    assert (temp.parent / ARCHIVE).exists()
+
+
+# -- HTTP transport ---------------------------------------------------------------------------
+
+Respond = Callable[[BaseHTTPRequestHandler], None]
+
+
+class Server:
+    """Answers each request with `respond(handler)`; records (method, path) of each."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []
+        self.stored: dict[str, bytes] = {}
+        self.respond: Respond = self.webdav
+        self.stop = threading.Event()
+        self.base = ""
+
+    def webdav(self, handler: BaseHTTPRequestHandler) -> None:
+        if handler.command == "PUT":
+            self.stored[handler.path] = handler.rfile.read(int(handler.headers["Content-Length"]))
+            _send(handler, 201)
+        elif handler.path in self.stored:
+            _send(handler, 200, self.stored[handler.path])
+        else:
+            _send(handler, 404)
+
+
+def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", length: int | None = None) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Length", str(len(body) if length is None else length))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+@pytest.fixture
+def http(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    state = Server()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            state.requests.append((self.command, self.path))
+            try:
+                state.respond(self)
+            except OSError:  # the client gave up
+                self.close_connection = True
+
+        do_PUT = do_GET
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    state.base = f"http://127.0.0.1:{server.server_port}/cache"
+    # Small numbers, with wide margins: what trips them is 100 times below or above them.
+    for name, value in {"CONNECT_TIMEOUT": 5.0, "READ_TIMEOUT": 5.0, "RATE_WINDOW": 0.2, "BACKOFF": 0.01}.items():
+        monkeypatch.setattr(binary_cache, name, value)
+    yield state
+    state.stop.set()
+    server.shutdown()
+    server.server_close()
+
+
+def _temps(where: Path) -> list[str]:
+    return [p.name for p in where.rglob("*") if ".tmp-" in p.name] if where.exists() else []
+
+
+def test_http_store_round_trip(http: Server, tmp_path: Path) -> None:
+    store = HttpStore(http.base)
+    assert not store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    store.put(KEY, _entry(tmp_path / "dist"))
+    assert [path for method, path in http.requests if method == "PUT"][-1].endswith(".json")  # the manifest last
+    assert store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert (tmp_path / "got" / ARCHIVE).read_bytes() == b"PK archive"
+
+
+def test_a_slow_trickle_is_given_up_in_bounded_time(http: Server, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def trickle(handler: BaseHTTPRequestHandler) -> None:
+        _send(handler, 200, length=1 << 20)
+        for _ in range(500):  # 16 bytes every 20 ms: 0.8 KiB/s, far below 64 KiB per 0.2 s
+            handler.wfile.write(b"x" * 16)
+            handler.wfile.flush()
+            if http.stop.wait(0.02):
+                return
+
+    http.respond = trickle
+    monkeypatch.setattr(binary_cache, "ATTEMPTS", 2)
+    store, started = HttpStore(http.base), time.monotonic()
+    with pytest.raises(CacheError, match=rf"{http.base}: GET {KEY}/{ARCHIVE}\.json: slower than 64 KiB per "
+                                         r"0\.2 s .*\(2 attempts\)"):
+        store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert time.monotonic() - started < 8  # 2 windows of 0.2 s; the trickle alone would take 20 min
+    assert len(http.requests) == 2
+    assert _temps(tmp_path / "got") == []
+    with pytest.raises(CacheError, match="not tried: slower than"):  # given up on for the run
+        store.fetch("cd" * 32, ARCHIVE, tmp_path / "other")
+    assert len(http.requests) == 2
+
+
+def test_a_server_error_is_retried(http: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = HttpStore(http.base)
+    store.put(KEY, _entry(tmp_path / "dist"))
+    answers = iter([500])
+
+    def flaky(handler: BaseHTTPRequestHandler) -> None:
+        status = next(answers, None)
+        _send(handler, status) if status else http.webdav(handler)
+
+    http.respond, http.requests[:] = flaky, []
+    assert store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert (tmp_path / "got" / ARCHIVE).read_bytes() == b"PK archive"
+    assert [path.rsplit("/", 1)[1] for _, path in http.requests] == [f"{ARCHIVE}.json", f"{ARCHIVE}.json",
+                                                                       f"{ARCHIVE}.sha256", ARCHIVE]
+    assert f"GET {KEY}/{ARCHIVE}.json: HTTP 500; trying again in 0.01 s" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("status", [404, 403])
+def test_a_miss_or_a_refusal_is_not_retried(http: Server, tmp_path: Path, status: int) -> None:
+    http.respond = lambda handler: _send(handler, status)
+    store = HttpStore(http.base)
+    if status == 404:
+        assert not store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    else:
+        with pytest.raises(CacheError, match=f"answered HTTP {status}"):
+            store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert len(http.requests) == 1
+
+
+def test_a_refused_connection_is_retried_with_backoff_then_a_cache_error(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as closed:
+        port = closed.server_port  # nothing listens there once closed
+    pauses: list[float] = []
+    monkeypatch.setattr(binary_cache, "sleep", pauses.append)
+    store = HttpStore(f"http://127.0.0.1:{port}/cache")
+    with pytest.raises(CacheError, match=r"cannot connect \(Connection refused\) \(3 attempts\); not used"):
+        store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert pauses == [1.0, 2.0]
+    with pytest.raises(CacheError, match="not tried"):
+        store.put(KEY, _entry(tmp_path / "dist"))
+
+
+def test_a_body_cut_short_leaves_no_temp(http: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def short(handler: BaseHTTPRequestHandler) -> None:
+        _send(handler, 200, b"0123456789", length=1000)
+        handler.close_connection = True
+
+    http.respond = short
+    monkeypatch.setattr(binary_cache, "ATTEMPTS", 1)
+    with pytest.raises(CacheError, match=r"the connection broke .*\(1 attempts\)"):
+        HttpStore(http.base).fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert (tmp_path / "got").is_dir() and _temps(tmp_path / "got") == []
+
+
+def test_a_large_body_prints_progress(http: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(binary_cache, "PROGRESS_SIZE", 100_000)
+    monkeypatch.setattr(binary_cache, "PROGRESS_EVERY", 0.0)
+    store = HttpStore(http.base)
+    files = _entry(tmp_path / "dist", b"PK" + b"x" * 300_000)
+    store.put(KEY, files)
+    assert store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    lines = capsys.readouterr().err.splitlines()
+    assert any(f"PUT {KEY}/{ARCHIVE}: " in line and " of 0.3 MB (" in line for line in lines), lines
+    assert any(f"GET {KEY}/{ARCHIVE}: " in line and "MB of 0.3 MB (100 %)" in line and "MB/s" in line
+               for line in lines), lines
+    assert not any(f"{ARCHIVE}.json: " in line for line in lines)  # small bodies stay quiet
+
+
+def test_a_wait_for_the_store_is_said(http: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    said, notice = [], threading.Event()
+
+    def record(message: str) -> None:
+        said.append(message)
+        notice.set()
+
+    def after_the_notice(handler: BaseHTTPRequestHandler) -> None:
+        assert notice.wait(10)
+        _send(handler, 404)
+
+    monkeypatch.setattr(binary_cache, "warn", record)
+    monkeypatch.setattr(binary_cache, "WAIT_NOTICE", 0.0)
+    http.respond = after_the_notice
+    assert not HttpStore(http.base).fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert said == [f"waiting for {http.base} (GET {KEY}/{ARCHIVE}.json): no answer for 0 s (given up after 5 s)"]
+
+
+def test_a_store_refusing_writes_is_read_only(http: Server, tmp_path: Path) -> None:
+    def refuse(handler: BaseHTTPRequestHandler) -> None:
+        handler.rfile.read(int(handler.headers["Content-Length"]))
+        _send(handler, 403)
+
+    http.respond = refuse
+    with pytest.raises(ReadOnly, match=r"refuses writes \(HTTP 403\)"):
+        HttpStore(http.base).put(KEY, _entry(tmp_path / "dist"))
+    assert len(http.requests) == 1
