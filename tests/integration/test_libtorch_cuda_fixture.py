@@ -9,11 +9,13 @@ does not know by name fails verify by its SONAME.
 from __future__ import annotations
 
 import json
+import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from backends import toolchain
 from binaries import elf_shared
 from backends.model.matrix import load_matrix
 from scratch import REPO, Scons, scratch_project
@@ -29,6 +31,7 @@ NVIDIA = ["libcudnn.so.9", "libcudnn_ops.so.9", "libcublas.so.13", "libcublasLt.
           "libnccl.so.2", "libnvrtc.so.13", "libnvrtc-builtins.so.13.0", "libnvToolsExt.so.1", "libcusparseLt.so.0",
           "libcufft.so.12", "libcurand.so.10", "libcusolver.so.12", "libcupti.so.13", "libnvJitLink.so.13",
           "libcufile.so.0"]
+TORCH_CPU_SYMBOLS, TORCH_CPU_BYTES = 10_000, 50_000_000  # the floor of libtorch_cpu
 
 
 def cu130_zip(root: Path, extra: tuple[str, ...] = ()) -> Path:
@@ -37,10 +40,16 @@ def cu130_zip(root: Path, extra: tuple[str, ...] = ()) -> Path:
     libs = root / "libs"
     libs.mkdir(parents=True)
     nvidia = {name: elf_shared(libs / name, (f"{name.split('.')[0]}_entry",), soname=name) for name in NVIDIA + list(extra)}
-    symbols = {"libc10_cuda.so": ("_ZN3c104cuda6deviceEv",), "libtorch_cpu.so": ("_ZN2at6detail12getMPSHooksEv",)}
+    # libtorch_cpu is held to the floor of the real one (engines/contracts.toml): its exports and bulk.
+    cpu_symbols = ("_ZN2at6detail12getMPSHooksEv", *(f"_ZN2at7fixture{i}Ev" for i in range(TORCH_CPU_SYMBOLS)))
+    symbols = {"libc10_cuda.so": ("_ZN3c104cuda6deviceEv",), "libtorch_cpu.so": cpu_symbols}
     torch = {name: elf_shared(libs / name, symbols.get(name, (f"{name.split('.')[0]}_entry",)), soname=name,
                               needed=[nvidia["libcudart.so.13"]] if name == "libtorch_cuda.so" else ())
              for name in LIBRARIES}
+    (libs / "ballast").write_bytes(bytes(TORCH_CPU_BYTES))
+    subprocess.run([toolchain.require_tool("llvm-objcopy", "test"), "--add-section", f".ballast={libs / 'ballast'}",
+                    torch["libtorch_cpu.so"]], check=True)
+    (libs / "ballast").unlink()
     release = root / f"libtorch-shared-with-deps-{VERSION}+cu130.zip"
     with zipfile.ZipFile(release, "w") as archive:
         for name, path in {**torch, **nvidia}.items():

@@ -27,10 +27,22 @@ def contract(leg_id: str) -> Contract:
 
 @pytest.fixture(scope="module")
 def ort_library(tmp_path_factory) -> Path:
-    """What the CPU release's library shows: OrtGetApiBase in ELF version VERS_1.26.0."""
+    """What the CPU release's library shows: OrtGetApiBase in ELF version VERS_1.26.0, and
+    a release's bulk (the contract's floor: no stub passes for ONNX Runtime)."""
     work = tmp_path_factory.mktemp("ort")
-    return elf_shared(work / "libonnxruntime.so.1.26.0", ("OrtGetApiBase", "OrtSessionOptionsAppendExecutionProvider_CPU"),
-                      soname="libonnxruntime.so.1", version_node="VERS_1.26.0")
+    library = elf_shared(work / "libonnxruntime.so.1.26.0", ("OrtGetApiBase", "OrtSessionOptionsAppendExecutionProvider_CPU"),
+                         soname="libonnxruntime.so.1", version_node="VERS_1.26.0")
+    return with_ballast(library, 6_000_000)
+
+
+def with_ballast(library: Path, size: int) -> Path:
+    """`library` grown by a section of `size` bytes, to the size of the real one."""
+    ballast = library.with_name(library.name + ".ballast")
+    ballast.write_bytes(bytes(size))
+    subprocess.run([toolchain.require_tool("llvm-objcopy", "test"), "--add-section", f".ballast={ballast}", library],
+                   check=True)
+    ballast.unlink()
+    return library
 
 
 CPU_HEADERS = {"onnxruntime_c_api.h": 21, "onnxruntime_cxx_api.h": 0}
@@ -104,6 +116,14 @@ def test_another_releases_library_fails_the_version_check(tmp_path, ort_library)
     assert ("lib/libonnxruntime.so.1.26.0 says version 1.26.0, but the leg is version 1.27.0: "
             "the archive holds another release's content") in problems
     assert any("(VERS_1.26.0) says version 1.26.0" in p for p in problems)
+
+
+@pytest.mark.parametrize("leg_version", ["1.26.0/../../../advpub/x", "../1.26.0"])
+def test_a_version_that_only_starts_like_the_librarys_is_not_it(tmp_path, ort_library, leg_version):
+    archive = ort_archive(tmp_path / "odd.zip", ort_library, CPU_HEADERS)
+    problems = check(archive, contract(ORT_CPU), leg_version)
+    assert f"lib/libonnxruntime.so.1.26.0 says version 1.26.0, but the leg is version {leg_version}: " \
+           "the archive holds another release's content" in problems
 
 
 @pytest.mark.parametrize("leg_id, member, text", [

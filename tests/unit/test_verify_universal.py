@@ -22,6 +22,7 @@ COREML_FRAMEWORK = "/System/Library/Frameworks/CoreML.framework/Versions/A/CoreM
 RPATH_NAME = "@rpath/libonnxruntime.dylib"
 HEADERS = ("onnxruntime_c_api.h", "onnxruntime_cxx_api.h", "coreml_provider_factory.h")
 VERSION = MATRIX.engines["onnxruntime"].version
+BALLAST = 5_000_000  # bytes per slice: over the floor of ORT's library, a fifth of the real one
 
 
 def contract(leg_id: str):
@@ -41,13 +42,16 @@ def run(*argv: object) -> None:
 
 
 def dylib(work: Path, arch: str, *, coreml: bool = True, install_name: str = RPATH_NAME) -> Path:
-    """An ORT-like dylib for one arch: OrtGetApiBase, the CoreML EP entry point linking a
-    CoreML framework stand-in (or neither), and the given install name."""
+    """An ORT-like dylib for one arch: OrtGetApiBase and the CPU EP entry point, the CoreML
+    EP entry point linking a CoreML framework stand-in (or neither), the given install
+    name, and a release's bulk (the contract's floor: no stub passes for ONNX Runtime)."""
     base = work / f"{arch}-{coreml}-{install_name.rsplit('/', 1)[-1]}"
     base.mkdir(parents=True)
     target = f"{arch}-apple-macos11"
     link = ["-dylib", "-arch", arch, "-platform_version", "macos", "11.0", "11.0"]
-    source = "void *OrtGetApiBase(void) { return 0; }\n"
+    source = ("void *OrtGetApiBase(void) { return 0; }\n"
+              "int OrtSessionOptionsAppendExecutionProvider_CPU(void *o, int arena) { return 0; }\n"
+              f"static const char ballast[{BALLAST}] __attribute__((used)) = {{1}};\n")
     objects = []
     if coreml:
         (base / "coreml.c").write_text("int MLModelStandIn(void) { return 0; }\n")

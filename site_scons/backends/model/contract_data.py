@@ -1,5 +1,6 @@
 """The contract facts every engine shares, from `engines/contracts.toml`: the binary
-evidence of each accelerator, and what static libraries may leave undefined per OS.
+evidence of each accelerator, what static libraries may leave undefined per OS, and the
+floors (size, exported symbols) a real build of an engine's main libraries is above.
 Applied to every leg's contract by `recipes.plan_leg`; validated at load, naming the
 file and the field."""
 from __future__ import annotations
@@ -14,12 +15,13 @@ from typing import Mapping
 
 from .engine import DataError, when_matches
 from .leg import Leg
-from .plan import Contract, Evidence
+from .plan import Contract, Evidence, Floor
 from .recipe_kit import facts
 from .vocab import ACCELERATORS, CONDITIONS, ENGINES, OSES
 
 FILE_NAME = "contracts.toml"
 EVIDENCE_KINDS = ("files", "symbols", "links", "targets")
+FLOOR_MINIMA = ("min_bytes", "min_symbols")
 # The leg facts an evidence row may depend on: those of a patch's `when` but the flavor and the
 # accelerator, which the row is evidence of.
 WHEN_KEYS = tuple(key for key in CONDITIONS if key not in ("flavor", "accelerator"))
@@ -35,10 +37,20 @@ class EvidenceRow:
 
 
 @dataclass(frozen=True)
+class FloorRow:
+    floors: tuple[Floor, ...]  # one per library glob of the row
+    when: Mapping[str, tuple[str, ...]]
+
+    def applies_to(self, leg: Leg) -> bool:
+        return when_matches(self.when, facts(leg))
+
+
+@dataclass(frozen=True)
 class ContractData:
     evidence: Mapping[str, Mapping[str, tuple[EvidenceRow, ...]]]  # engine -> accelerator -> rows
     system_symbols: Mapping[str, tuple[str, ...]]  # os -> regexes
     internal_prefixes: Mapping[str, tuple[str, ...]]  # engine -> C name prefixes
+    floors: Mapping[str, tuple[FloorRow, ...]]  # engine -> rows
 
 
 def contracts_file(engines_dir: Path) -> Path:
@@ -52,17 +64,19 @@ def load_contract_data(path: Path) -> ContractData:
             raw = tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise DataError(f"{path}: {error}") from None
-    _only(raw, ("evidence", "undefined"), f"{path}")
+    _only(raw, ("evidence", "undefined", "floor"), f"{path}")
     undefined = _table(raw.get("undefined", {}), f"{path}: undefined")
     _only(undefined, ("system", "sets", "internal"), f"{path}: undefined")
     evidence = _per_engine(raw.get("evidence", {}), path, "evidence")
     internal = _per_engine(undefined.get("internal", {}), path, "undefined.internal")
+    floors = _per_engine(raw.get("floor", {}), path, "floor")
     return ContractData(
         evidence=MappingProxyType({engine: _engine_evidence(rows, f"{path}: evidence.{engine}")
                                    for engine, rows in evidence.items()}),
         system_symbols=_system_symbols(undefined, f"{path}: undefined"),
         internal_prefixes=MappingProxyType({engine: _strings(value, f"{path}: undefined.internal.{engine}")
                                             for engine, value in internal.items()}),
+        floors=MappingProxyType({engine: _engine_floors(rows, f"{path}: floor.{engine}") for engine, rows in floors.items()}),
     )
 
 
@@ -80,6 +94,7 @@ def with_contract_data(contract: Contract, leg: Leg, data: ContractData) -> Cont
         foreign_accelerators=tuple(e for e in absent if e),
         system_symbols=data.system_symbols.get(leg.os, ()),
         internal_prefixes=data.internal_prefixes.get(leg.engine, ()),
+        floors=tuple(floor for row in data.floors.get(leg.engine, ()) if row.applies_to(leg) for floor in row.floors),
     )
 
 
@@ -119,13 +134,37 @@ def _engine_evidence(raw: object, where: str) -> Mapping[str, tuple[EvidenceRow,
 def _row(accelerator: str, raw: object, where: str) -> EvidenceRow:
     row = _table(raw, where)
     _only(row, ("when", *EVIDENCE_KINDS), where)
-    when = _table(row.get("when", {}), f"{where}.when")
-    _only(when, WHEN_KEYS, f"{where}.when")
+    when = _when(row, where)
     evidence = Evidence(accelerator, **{kind: _strings(row.get(kind, []), f"{where}.{kind}") for kind in EVIDENCE_KINDS})
     if not evidence:
         raise DataError(f"{where}: names no evidence; give one of {', '.join(EVIDENCE_KINDS)}")
-    return EvidenceRow(evidence, MappingProxyType({key: _strings(value, f"{where}.when.{key}")
-                                                   for key, value in when.items()}))
+    return EvidenceRow(evidence, when)
+
+
+def _when(row: dict, where: str) -> Mapping[str, tuple[str, ...]]:
+    """A row's `when` table: leg facts and the values each accepts."""
+    when = _table(row.get("when", {}), f"{where}.when")
+    _only(when, WHEN_KEYS, f"{where}.when")
+    return MappingProxyType({key: _strings(value, f"{where}.when.{key}") for key, value in when.items()})
+
+
+def _engine_floors(raw: object, where: str) -> tuple[FloorRow, ...]:
+    return tuple(_floor_row(row, f"{where}[{i}]") for i, row in enumerate(_list(raw, where)))
+
+
+def _floor_row(raw: object, where: str) -> FloorRow:
+    row = _table(raw, where)
+    _only(row, ("when", "libraries", *FLOOR_MINIMA), where)
+    when = _when(row, where)
+    if "libraries" not in row:
+        raise DataError(f"{where}: names no libraries; give member globs of the main libraries")
+    minima = {key: row.get(key, 0) for key in FLOOR_MINIMA}
+    for key, value in minima.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise DataError(f"{where}.{key}: expected a whole number >= 0, got {value!r}")
+    if not any(minima.values()):
+        raise DataError(f"{where}: sets no floor; give min_bytes or min_symbols above 0")
+    return FloorRow(tuple(Floor(glob, **minima) for glob in _strings(row["libraries"], f"{where}.libraries")), when)
 
 
 def _system_symbols(undefined: dict, where: str) -> Mapping[str, tuple[str, ...]]:

@@ -92,6 +92,16 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Floor:
+    """The least a real build of one of a package's main libraries is (engines/contracts.toml):
+    a stub under the engine's name is less."""
+
+    library: str  # member glob, symlinks followed; each library it reaches is held to the floor
+    min_bytes: int = 0
+    min_symbols: int = 0  # exported (defined external) symbols, ELF version names not counted
+
+
+@dataclass(frozen=True)
 class VersionProbe:
     """Where an archive states its own version: `kind` says how to read it.
 
@@ -133,6 +143,7 @@ class Contract:
     # only when it has one of the engine's own `internal_prefixes`.
     system_symbols: tuple[str, ...] = ()
     internal_prefixes: tuple[str, ...] = ()
+    floors: tuple[Floor, ...] = ()  # the main libraries are no stubs
 
 
 @dataclass(frozen=True)

@@ -307,7 +307,7 @@ class _TreeWriter:
         problem = _name_problem(raw_name)
         if problem:
             self.reject(raw_name, problem)
-        return _relative_name(raw_name)
+        return canonical_name(raw_name)
 
     def add_dir(self, raw_name: str) -> None:
         name = self.check_name(raw_name)
@@ -346,7 +346,7 @@ class _TreeWriter:
 
     def add_hardlink(self, raw_name: str, target: str) -> None:
         name = self.check_name(raw_name)
-        target_name = None if _name_problem(target) else _relative_name(target)
+        target_name = None if _name_problem(target) else canonical_name(target)
         if name is None or target_name is None:
             self.reject(raw_name, f"is a hard link to {target!r}, outside the tree")
         self._claim(name, "hardlink")
@@ -429,8 +429,11 @@ def _name_problem(raw_name: str) -> str | None:
     return None
 
 
-def _relative_name(raw_name: str) -> str | None:
-    """`./a//b/` -> `a/b` (backslashes count as separators); None for the root itself."""
+def canonical_name(raw_name: str) -> str | None:
+    """The one form a member name is judged and written in, by extraction and by verify
+    alike: `./a//b/./c/` and `a\\b\\c` -> `a/b/c` (backslashes are separators wherever the
+    archive may be unpacked); None for the root itself. Check `_name_problem` first: a
+    `..` component is kept, not resolved."""
     parts = [part for part in re.split(r"[/\\]", raw_name) if part not in ("", ".")]
     return "/".join(parts) or None
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from backends import toolchain
 from backends.model.engine import version_key
-from backends.steps.bundle import AR_MAGIC, iter_archive_members, nm_symbol_table, object_format
-from backends.steps.universal import macho_archs
+from backends.steps.bundle import AR_MAGIC, BundleError, iter_archive_members, nm_symbol_table, object_format
+from backends.steps.universal import UniversalError, macho_archs
 
 _OFFSET_SUFFIX = re.compile(r"\s+\(offset \d+\)$")
 ELF_TYPE_SHARED = 3  # e_type ET_DYN
@@ -24,7 +24,11 @@ _LOAD_DYLIB_COMMANDS = {"LC_LOAD_DYLIB", "LC_LOAD_WEAK_DYLIB", "LC_REEXPORT_DYLI
 
 
 class InspectError(RuntimeError):
-    """A library could not be read by the tool inspecting it."""
+    """A library could not be read by the tool inspecting it; `path` is the file."""
+
+    def __init__(self, message: str, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def _tool_output(name: str, arguments: list[str], path: Path) -> str:
@@ -33,7 +37,7 @@ def _tool_output(name: str, arguments: list[str], path: Path) -> str:
                                text=True, check=False)
     if completed.returncode != 0:
         raise InspectError(f"{os.path.basename(tool)} failed on {path} "
-                           f"(exit {completed.returncode}):\n{completed.stderr.strip()}")
+                           f"(exit {completed.returncode}):\n{completed.stderr.strip()}", path)
     return completed.stdout
 
 
@@ -75,7 +79,10 @@ def symbol_sets(lib: Path, arch: str = "") -> tuple[set[str], set[str]]:
     fmt = object_format(lib)
     if fmt == "pe" or (fmt in ("elf", "macho") and _is_shared(lib)):
         return exported_symbols(lib, arch), set()
-    undefined, defined = nm_symbol_table(lib, arch)
+    try:
+        undefined, defined = nm_symbol_table(lib, arch)
+    except BundleError as error:  # one error class for every unreadable library
+        raise InspectError(str(error), lib) from None
     return defined, undefined
 
 
@@ -105,7 +112,7 @@ def needed_libraries(lib: Path) -> list[str]:
         return _macho_needed(lib)
     if fmt == "pe":
         return _pe_imports(lib)
-    raise InspectError(f"{lib}: not a shared library or executable (format {fmt})")
+    raise InspectError(f"{lib}: not a shared library or executable (format {fmt})", lib)
 
 
 def _elf_needed(lib: Path) -> list[str]:
@@ -161,7 +168,10 @@ def _macho_load_commands(lib: Path) -> dict[str, list[dict[str, str]]]:
 @lru_cache(maxsize=256)
 def _load_commands_of(path: str, identity: tuple[int, ...]) -> dict[str, list[dict[str, str]]]:
     lib = Path(path)
-    archs = macho_archs(lib)
+    try:
+        archs = macho_archs(lib)
+    except UniversalError as error:  # a `.dylib` that is no Mach-O file: unreadable as one
+        raise InspectError(str(error), lib) from None
     per_arch: dict[str, list[dict[str, str]]] = {}
     for arch in archs:
         if len(archs) > 1:

@@ -6,17 +6,20 @@ import tarfile
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Callable
 
 from ..model.plan import Contract, Evidence
 from .checks.accelerators import check_accelerators
 from .checks.binaries import check_formats, check_identities, check_install_names, check_symbols
-from .checks.members import check_members
+from .checks.floors import check_floors, describe
+from .checks.members import check_members, folds_case
 from .checks.paths import check_paths
 from .checks.undefined import check_undefined
 from .checks.versions import check_header_api, check_versions
 from .checks.view import ArchiveError, ArchiveView, open_archive
 from .checks.xcframework import check_xcframeworks
 from .globs import matches, matches_any
+from .inspect import InspectError
 
 
 _UNREADABLE = (ArchiveError, OSError, EOFError, zipfile.BadZipFile, zlib.error, tarfile.TarError)
@@ -33,7 +36,7 @@ def check(archive: Path, contract: Contract, version: str, build_root: str = "")
     except _UNREADABLE as error:
         return [f"{archive.name} cannot be read: {error}"]
     try:
-        unsafe = check_members(view)
+        unsafe = check_members(view, folds_case(contract.platform))
         if unsafe:  # nothing inside an archive that could escape its root is looked at
             return unsafe
         return _check_contents(view, contract, version, build_root)
@@ -47,21 +50,35 @@ def _check_contents(view: ArchiveView, contract: Contract, version: str, build_r
     reads_symbols = bool(contract.symbols or contract.accelerators or contract.foreign_accelerators
                          or contract.system_symbols or contract.internal_prefixes)
     view.prefetch(view.libraries, symbols=reads_symbols)
-    problems = _check_size(view, contract)
-    problems += [f"missing required {p}" for p in contract.required if not any(matches(n, p) for n in view.names)]
-    problems += [f"forbidden file {n}" for n in view.names if matches_any(n, contract.forbidden)]
-    problems += check_formats(view, contract.platform)
-    problems += check_symbols(view, contract)
-    problems += check_install_names(view, contract.install_names)
-    problems += check_xcframeworks(view, contract.min_os)
-    problems += check_accelerators(view, contract.platform, contract.accelerators, contract.foreign_accelerators)
-    problems += check_identities(view, contract.allowed_libraries)
-    problems += check_undefined(view, contract.platform, contract.system_symbols, contract.internal_prefixes)
-    problems += check_header_api(view, contract, version)
-    problems += check_versions(view, contract.versions, version)
+    checks: list[Callable[[], list[str]]] = [
+        lambda: _check_size(view, contract),
+        lambda: [f"missing required {p}" for p in contract.required if not any(matches(n, p) for n in view.names)],
+        lambda: [f"forbidden file {n}" for n in view.names if matches_any(n, contract.forbidden)],
+        lambda: check_formats(view, contract.platform),
+        lambda: check_floors(view, contract.floors),
+        lambda: check_symbols(view, contract),
+        lambda: check_install_names(view, contract.install_names),
+        lambda: check_xcframeworks(view, contract.min_os),
+        lambda: check_accelerators(view, contract.platform, contract.accelerators, contract.foreign_accelerators),
+        lambda: check_identities(view, contract.allowed_libraries),
+        lambda: check_undefined(view, contract.platform, contract.system_symbols, contract.internal_prefixes),
+        lambda: check_header_api(view, contract, version),
+        lambda: check_versions(view, contract.versions, version),
+    ]
     if contract.relocatable:
-        problems += check_paths(view, build_root)
-    return problems
+        checks.append(lambda: check_paths(view, build_root))
+    problems = [problem for run in checks for problem in _guarded(view, run)]
+    return problems + list(view.unreadable.values())
+
+
+def _guarded(view: ArchiveView, run: Callable[[], list[str]]) -> list[str]:
+    """A check's violations. A library its tool cannot read (a truncated `\\x7fELF`) is
+    recorded as one more, naming the member, and ends only that check."""
+    try:
+        return run()
+    except InspectError as error:
+        view.note_unreadable(error)
+        return []
 
 
 def _check_size(view: ArchiveView, contract: Contract) -> list[str]:
@@ -97,9 +114,10 @@ def summary(contract: Contract) -> list[str]:
     checked += [f"version from {p.kind} {p.member}" for p in contract.versions]
     if contract.header_api:
         checked.append("header API <= library API")
+    checked += [f"{floor.library} is no stub ({describe(floor)})" for floor in contract.floors]
     checked.append("members stay inside the package")
     if contract.relocatable:
-        checked.append("no foreign absolute paths in CMake, pkg-config or libtool files")
+        checked.append("no foreign absolute paths in CMake, pkg-config, libtool, qmake or other build config files")
     checked.append(f"size <= {contract.max_bytes}")
     return checked
 

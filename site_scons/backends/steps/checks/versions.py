@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from ...model.engine import version_key
+from ...model.schema import VERSION
 from ...model.plan import Contract, VersionProbe
 from ..globs import matches
 from ..inspect import dll_file_version, dylib_version, elf_version_definitions
@@ -15,7 +16,7 @@ from .view import ArchiveView
 
 _API_VERSION = re.compile(rb"#define\s+ORT_API_VERSION\s+(\d+)")
 _VERSIONED_LIB = re.compile(r"\.(\d+)\.(\d+)\.(\d+)(?:\.dylib)?$")
-_RELEASE = re.compile(r"\d+(?:\.\d+)*")
+_RELEASE = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 
 
 def check_versions(view: ArchiveView, probes: tuple[VersionProbe, ...], version: str) -> list[str]:
@@ -65,7 +66,9 @@ def _read(view: ArchiveView, probe: VersionProbe) -> list[tuple[str, str]]:
 def _same(stated: str, version: str, kind: str) -> bool:
     """`2.13.0+cpu` states 2.13.0; a DLL's 1.26.20260508.2 states 1.26 (ORT stamps the
     build date into the third field)."""
-    want, have = version_key(version, 3), version_key(stated, 3)
+    # Only a whole version compares by its numbers: `1.26.0/../x` is not version 1.26.0.
+    want = version_key(version, 3) if VERSION.fullmatch(version) else None
+    have = version_key(stated, 3)
     if not (want and have):
         return stated == version
     if kind == "dll":

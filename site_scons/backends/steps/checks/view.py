@@ -14,12 +14,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, TypeVar
 
 from ..bundle import object_format
+from ..extract import _name_problem, canonical_name
 from ..globs import matches
 from ..inflate import open_member
-from ..inspect import needed_libraries, symbol_sets
+from ..inspect import InspectError, needed_libraries, symbol_sets
+
+T = TypeVar("T")
 
 # Entry kinds.
 FILE, DIR, SYMLINK, HARDLINK, SPECIAL = "file", "dir", "symlink", "hardlink", "special"
@@ -37,9 +40,21 @@ class ArchiveError(ValueError):
 
 @dataclass(frozen=True)
 class Entry:
-    name: str  # as stored in the archive
+    """One member. Every check sees `name`, the canonical form extraction writes
+    (`./lib//a` is `lib/a`), so no spelling of a name judges differently from the file
+    it becomes; `stored` is how the archive spells it."""
+
+    name: str  # canonical; as stored when the name is unsafe ("" for the root itself)
     kind: str
     target: str = ""  # symlink or hard-link target
+    stored: str = ""
+    mode: int = 0  # permission bits as stored, setuid, setgid and sticky included
+
+
+def entry(stored: str, kind: str, target: str = "", mode: int = 0) -> Entry:
+    """An entry named in its canonical form, where the name enters the view."""
+    name = stored if _name_problem(stored) else canonical_name(stored) or ""
+    return Entry(name, kind, target, stored, mode & 0o7777)
 
 
 @dataclass
@@ -55,6 +70,7 @@ class ArchiveView:
     _extracted: dict[str, Path] = field(default_factory=dict)
     _symbols: dict[tuple[str, str], tuple[set[str], set[str]]] = field(default_factory=dict)
     _needed: dict[str, list[str]] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)  # member -> why a tool could not read it
 
     @cached_property
     def names(self) -> list[str]:
@@ -65,8 +81,12 @@ class ArchiveView:
     def symlinks(self) -> dict[str, str]:
         return {e.name: e.target for e in self.entries if e.kind == SYMLINK}
 
+    @cached_property
+    def _stored(self) -> dict[str, str]:
+        return {e.name: e.stored or e.name for e in self.entries}
+
     def read(self, name: str) -> bytes:
-        with self._open(name) as stream:
+        with self._open(self._stored.get(name, name)) as stream:
             return stream.read()
 
     def first(self, pattern: str) -> str | None:
@@ -113,7 +133,7 @@ class ArchiveView:
         return target
 
     def _extract_to(self, name: str, target: Path) -> None:
-        with self._open(name) as stream, open(target, "wb") as out:
+        with self._open(self._stored.get(name, name)) as stream, open(target, "wb") as out:
             shutil.copyfileobj(stream, out, 1 << 20)  # libraries reach a GB: never whole in memory
 
     def symbols(self, library: str, arch: str = "") -> tuple[set[str], set[str]]:
@@ -122,14 +142,36 @@ class ArchiveView:
         reports it)."""
         key = (library, arch)
         if key not in self._symbols:
-            self._symbols[key] = symbol_sets(self.file(library), arch) if self.is_binary(library) else (set(), set())
+            self._symbols[key] = (set(), set())
+            if self.is_binary(library):
+                self._symbols[key] = self.readable(library, lambda: symbol_sets(self.file(library), arch), (set(), set()))
         return self._symbols[key]
 
     def needed(self, library: str) -> list[str]:
         """The libraries a shared library member needs at load time, read once."""
         if library not in self._needed:
-            self._needed[library] = needed_libraries(self.file(library))
+            self._needed[library] = self.readable(library, lambda: needed_libraries(self.file(library)), [])
         return self._needed[library]
+
+    def readable(self, library: str, read: Callable[[], T], unread: T) -> T:
+        """`read()`, or `unread` with the reason recorded when a tool cannot read the member
+        (a truncated or corrupt binary is a violation, not a crash of verify)."""
+        try:
+            return read()
+        except InspectError as error:
+            self.note_unreadable(error, library)
+            return unread
+
+    def note_unreadable(self, error: InspectError, library: str = "") -> None:
+        """Record a tool's failure on a member's scratch copy, told by the member's name."""
+        member = library or next((name for name, path in self._extracted.items() if path == error.path), "")
+        text = " ".join(str(error).split())
+        if not member:
+            self.unreadable.setdefault(text, f"a library cannot be read: {text}")
+            return
+        text = text.replace(str(self._extracted[member]), member) if member in self._extracted else text
+        size = self._extracted[member].stat().st_size if member in self._extracted else 0
+        self.unreadable.setdefault(member, f"{member} ({size} bytes) cannot be read as a library: {text}")
 
     def is_binary(self, name: str) -> bool:
         return object_format(self.file(name)) in BINARY_FORMATS
@@ -195,15 +237,16 @@ def _zip_view(path: Path) -> ArchiveView:
     handle = zipfile.ZipFile(path)
     entries = []
     for info in handle.infolist():
-        file_type = stat.S_IFMT(info.external_attr >> 16)
-        if info.is_dir() or file_type == stat.S_IFDIR:
-            entries.append(Entry(info.filename, DIR))
-        elif file_type == stat.S_IFLNK:
-            entries.append(Entry(info.filename, SYMLINK, handle.read(info).decode("utf-8", "replace")))
+        mode = info.external_attr >> 16
+        file_type = stat.S_IFMT(mode)
+        if file_type == stat.S_IFLNK:  # by its mode even when named like a directory (`lib/`)
+            entries.append(entry(info.filename, SYMLINK, handle.read(info).decode("utf-8", "replace"), mode))
+        elif info.is_dir() or file_type == stat.S_IFDIR:
+            entries.append(entry(info.filename, DIR, mode=mode))
         elif file_type in (0, stat.S_IFREG):
-            entries.append(Entry(info.filename, FILE))
+            entries.append(entry(info.filename, FILE, mode=mode))
         else:
-            entries.append(Entry(info.filename, SPECIAL))
+            entries.append(entry(info.filename, SPECIAL, mode=mode))
     return ArchiveView(path, entries, lambda name: open_member(handle, handle.getinfo(name)), keep=handle,
                        concurrent=True)
 
@@ -211,7 +254,7 @@ def _zip_view(path: Path) -> ArchiveView:
 def _tar_view(path: Path) -> ArchiveView:
     tar = tarfile.open(path)
     members = tar.getmembers()
-    entries = [Entry(m.name, _tar_kind(m), m.linkname) for m in members]
+    entries = [entry(m.name, _tar_kind(m), m.linkname, m.mode) for m in members]
     by_name = {m.name: m for m in members}
 
     def open_member(name: str) -> BinaryIO:
@@ -237,24 +280,35 @@ def _tar_kind(member: tarfile.TarInfo) -> str:
 
 def _7z_view(path: Path) -> ArchiveView:
     """py7zr reads by extracting: names are checked first, and an archive with an unsafe
-    name is never extracted (its view lists the entries, and reading fails)."""
+    name, or a member beneath a symlink (written through it), is never extracted (its view
+    lists the entries, and reading fails)."""
     import py7zr
-
-    from ..extract import _name_problem
 
     try:
         with py7zr.SevenZipFile(path) as seven:
-            listed = [(m.filename, _7z_kind(m)) for m in seven.files]
+            listed = [(m.filename, _7z_kind(m), getattr(m, "posix_mode", None) or 0) for m in seven.files]
     except py7zr.exceptions.ArchiveError as error:
         raise ArchiveError(f"{path.name}: {error}") from None
-    if any(_name_problem(name) for name, _ in listed):
-        return ArchiveView(path, [Entry(n, k) for n, k in listed], _unreadable(path))
+    listing = [entry(n, k, mode=m) for n, k, m in listed]
+    if any(_name_problem(e.stored) for e in listing) or _beneath_a_symlink(listing):
+        return ArchiveView(path, listing, _unreadable(path))
     unpacked = tempfile.TemporaryDirectory(prefix="verify-7z-")
     root = Path(unpacked.name)
     with py7zr.SevenZipFile(path) as seven:
         seven.extractall(path=root)
-    entries = [Entry(name, kind, os.readlink(root / name) if kind == SYMLINK else "") for name, kind in listed]
+    entries = [entry(name, kind, os.readlink(root / name) if kind == SYMLINK else "", mode)
+               for name, kind, mode in listed]
     return ArchiveView(path, entries, lambda n: open(root / n, "rb"), keep=unpacked)
+
+
+def _beneath_a_symlink(listing: list[Entry]) -> bool:
+    links = {e.name.casefold() for e in listing if e.kind == SYMLINK}
+    return any(parent.casefold() in links for e in listing for parent in _parents(e.name))
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split("/")
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
 
 
 def _7z_kind(member: object) -> str:
