@@ -10,7 +10,10 @@
     every restored leg (from its `[restore] ... done in` line).
 (b) The real LibTorch Linux x86_64 leg (PyTorch's CPU wheel as its origin, as in the quick
     start): a cold build into a directory cache, then a restore into a clean tree (the
-    entry's sha256 and contract checked); restore time against cold time.
+    entry's signature, manifest, every member and the contract checked); restore time
+    against cold time.
+
+Both sign what they store and trust only that key, as CI does (docs/binary-cache-trust.md).
 """
 from __future__ import annotations
 
@@ -27,11 +30,18 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "site_scons"))
 
 import fixtures  # noqa: E402
+from backends.cache_trust import keygen  # noqa: E402
 
 DONE = re.compile(r"^\[(\w+)\] (\S+) done in ([0-9.]+) s$")
 ARGS = ("engine=fixsrc,fixbin", "flavor=all")
+
+
+def _signed_cache(cache: Path, keys: Path) -> tuple[str, str, str]:
+    secret, public = keygen(keys / "cache-key")
+    return f"binary_cache={cache}", f"binary_cache_key={secret}", f"binary_cache_trust={public}"
 
 
 def _clean(project: Path) -> None:
@@ -57,9 +67,9 @@ def simulated_ci(work: Path) -> None:
     with fixtures.Server(served) as server:
         upstreams = fixtures.make_upstreams(served, server)
         project = fixtures.make_project(work / "project", upstreams)
-        cache = work / "binary-cache"
+        cache = _signed_cache(work / "binary-cache", work / "keys")
         started = time.monotonic()
-        first = fixtures.scons(project, *ARGS, f"binary_cache={cache}")
+        first = fixtures.scons(project, *ARGS, *cache)
         cold = time.monotonic() - started
         assert first.returncode == 0, str(first)
         before = _keys(project)
@@ -69,7 +79,7 @@ def simulated_ci(work: Path) -> None:
         changed = {leg for leg in before if before[leg] != after[leg]}
         _clean(project)
         started = time.monotonic()
-        second = fixtures.scons(project, *ARGS, f"binary_cache={cache}")
+        second = fixtures.scons(project, *ARGS, *cache)
         warm = time.monotonic() - started
         assert second.returncode == 0, str(second)
     rebuilt = _states(second.stdout, "published")
@@ -88,9 +98,9 @@ def libtorch(work: Path) -> None:
     from scratch import Scons, scratch_project
 
     wheel = inputs.torch_cpu_wheel(REPO / ".cache" / "e2e")
-    leg, cache = "libtorch-linux-x86_64-shared", work / "binary-cache"
+    leg = "libtorch-linux-x86_64-shared"
     scons = Scons(scratch_project(work / "project"), work / "downloads")
-    args = (leg, "version=2.13.0", f"origin={wheel}", f"binary_cache={cache}")
+    args = (leg, "version=2.13.0", f"origin={wheel}", *_signed_cache(work / "binary-cache", work / "keys"))
     started = time.monotonic()
     scons(*args)
     cold = time.monotonic() - started

@@ -25,7 +25,9 @@ from SCons.Errors import BuildError
 from SCons.Node.Python import Value
 
 from . import sign
-from .binary_cache import CacheError, Store, check_entry, warn
+from .binary_cache import CacheError, Store, warn
+from .cache_entry import check_entry
+from .cache_trust import key_id
 from .frontend import Settings
 from .legkey import LegKey
 from .host import Host
@@ -518,7 +520,7 @@ def restore(leg_id: str, entry: Path, store: str, checked: bool) -> StepResult:
             hardlink_or_copy(source, target)
     if not checked:
         problems = check_entry(entry, archive.name, nodes.key.digest, nodes.plan.contract, nodes.engine.version,
-                               str(run.build_root))
+                               str(run.build_root), run.settings.trust)
         if problems:
             shutil.rmtree(entry, ignore_errors=True)
             raise StepFailure(f"the binary cache entry {nodes.key.short} kept in {entry} is not trusted any more "
@@ -536,13 +538,18 @@ def store(leg_id: str) -> StepResult:
     run = _run()
     nodes = run.legs[leg_id]
     assert nodes.published is not None and nodes.key is not None
+    files = list(publish_step.published_files(nodes.published))
+    signer = run.settings.signer
+    if signer is not None:  # the signature is made here, never in dist/
+        files.insert(0, signer.sign(nodes.key.digest, nodes.published, nodes.dirs.leg / "archive"))
     stored, not_stored = [], []
     for cache in run.stores:
         try:
-            cache.put(nodes.key.digest, publish_step.published_files(nodes.published))
+            cache.put(nodes.key.digest, files)
             stored.append(cache.location)
         except CacheError as error:
             not_stored.append(f"{cache.location}: {error}")
             warn(f"{leg_id} not stored: {error}")
     run.summary.stored(leg_id, stored)
-    return StepResult({"key": nodes.key.digest, "stored": stored, "not stored": not_stored})
+    return StepResult({"key": nodes.key.digest, "stored": stored, "not stored": not_stored,
+                       "signed by": key_id(signer.public) if signer else ""})

@@ -1,10 +1,10 @@
 """Binary caches of verified archives, keyed by leg keys (legkey.py).
 
 An entry is three files under its key: the archive, its `.sha256` and its `.json` manifest
-(which names the key). Stores, named by `binary_cache=` (comma-separated, looked up in
-order, all written to):
+(which names the key), and `<archive>.sig` when its writer signed it (cache_trust.py).
+Stores, named by `binary_cache=` (comma-separated, looked up in order, all written to):
 
-- a directory:          `<dir>/<key>/<archive>[.sha256|.json]`; written into a temp beside
+- a directory:          `<dir>/<key>/<archive>[.sha256|.json|.sig]`; written into a temp beside
                          the entry and renamed, so concurrent writers and readers are safe;
 - HTTP(S):              `GET`/`HEAD`/`PUT <base>/<key>/<file>` — e.g. nginx with
                          `dav_methods PUT`, or an object store behind presigned URLs; the
@@ -13,9 +13,9 @@ order, all written to):
                          (pre-)release made on first use; the token comes from GITHUB_TOKEN.
 
 A store that refuses writes (a read-only directory, HTTP 401/403/405, no token) is read
-only: lookups still work, storing says so once. Whatever comes out of a store is checked
-before anything trusts it (`Graph` does: sha256, manifest, the contract); a bad entry is
-reported and the leg rebuilt.
+only: lookups still work, storing says so once. Stores only move bytes: whatever comes out
+of one is judged before it is used (cache_entry.py: the signature, the manifest, every
+member, the contract); a bad entry is reported and the leg rebuilt.
 
 A store is waited on with the tree locked, so no wait is silent or unbounded: HTTP transfers
 have timeouts, a minimum rate, bounded retries and progress lines (the constants below). A
@@ -48,11 +48,9 @@ if TYPE_CHECKING:
 from .cache_trust import SIGNATURE_SUFFIX
 from .locations import is_url
 from .locks import FileLock
-from .model.plan import Contract
 from .github import DEFAULT_API, GitHub, GitHubError
 from .steps.files import remove_path, sha256_file
-from .steps.publish import PublishError, check_sidecars, published_files
-from .steps.verify import check
+from .steps.publish import published_files
 
 
 class CacheError(RuntimeError):
@@ -414,8 +412,12 @@ class HttpStore:
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
         dest.mkdir(parents=True, exist_ok=True)
         try:
-            return all(self._attempts(f"GET {key}/{name}", partial(self._get, key, name, dest))
-                       for name in entry_names(archive))  # the manifest first: without it, a miss
+            found = all(self._attempts(f"GET {key}/{name}", partial(self._get, key, name, dest))
+                        for name in entry_names(archive))  # the manifest first: without it, a miss
+            signature = archive + SIGNATURE_SUFFIX
+            if found and not self._attempts(f"GET {key}/{signature}", partial(self._get, key, signature, dest)):
+                (dest / signature).unlink(missing_ok=True)  # unsigned: the reader's trust decides
+            return found
         except CacheError as error:
             raise CacheError(f"{error}; not used") from None
 
@@ -524,11 +526,15 @@ class GitHubReleaseStore:
         try:
             assets = self._asset_map()
             wanted = [assets.get(f"{key}-{name}") for name in entry_names(archive)]
+            signature = assets.get(f"{key}-{archive}{SIGNATURE_SUFFIX}")
             if not all(wanted):
                 return False
             dest.mkdir(parents=True, exist_ok=True)
             for name, asset in zip(entry_names(archive), wanted):
                 self.client.download(asset, dest / name)
+            (dest / f"{archive}{SIGNATURE_SUFFIX}").unlink(missing_ok=True)
+            if signature:
+                self.client.download(signature, dest / f"{archive}{SIGNATURE_SUFFIX}")
         except GitHubError as error:
             raise CacheError(f"{self.location}: {error}") from None
         return True
@@ -549,22 +555,6 @@ class GitHubReleaseStore:
             if error.status in (401, 403):
                 raise ReadOnly(f"{self.location}: {error}") from None
             raise CacheError(f"{self.location}: {error}") from None
-
-
-def check_entry(entry: Path, archive: str, key: str, contract: Contract, version: str,
-                build_root: str) -> list[str]:
-    """Why the entry in `entry` is not to be trusted (empty: it is): its sidecars must
-    describe its archive, its manifest must name `key`, and the archive must keep the leg's
-    contract, exactly as a freshly built one must."""
-    path = entry / archive
-    try:
-        check_sidecars(path)
-        manifest = json.loads(path.with_name(archive + ".json").read_text(encoding="utf-8"))
-    except (PublishError, OSError, ValueError) as error:
-        return [str(error)]
-    if manifest.get("leg_key") != key:
-        return [f"its manifest names the key {manifest.get('leg_key')!r}, not {key}"]
-    return check(path, contract, version, build_root)
 
 
 def github_release(location: str) -> tuple[str, str]:

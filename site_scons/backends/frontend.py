@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .binary_cache import CacheError, github_release
+from .cache_trust import Signer, Trust, TrustError, keygen, load_signer, load_trust
 from .host import Host
 from .locations import UnsupportedLocation, is_url, local_path, locate
 from .model.leg import Leg, leg_id
@@ -39,6 +40,7 @@ from .steps.extract import ExtractError, archive_format
 # Commands are words on the command line; leg ids are the other targets, and so is a step's
 # record (build/legs/<leg id>/steps/<step>.json): running up to that step.
 COMMANDS = ("list", "ci-matrix", "pins", "lock")
+KEYGEN = "cache-keygen"
 _STEP_TARGET = re.compile(r"build/legs/([^/]+)/steps/([^/]+)\.json")
 
 
@@ -57,6 +59,8 @@ class Settings:
     origins: Mapping[str, str]
     binary_caches: tuple[str, ...] = ()
     binary_cache_write: bool = True
+    signer: Signer | None = None  # signs what is stored
+    trust: Trust = Trust(frozenset())  # whose entries are restored
 
 
 @dataclass(frozen=True)
@@ -203,9 +207,45 @@ def _cache(text: str, launch_dir: Path, root: Path) -> Path:
     return Path(cache)
 
 
-def _settings(arguments: Mapping[str, str], root: Path, launch_dir: Path) -> Settings:
+def _signing(arguments: Mapping[str, str], launch_dir: Path, root: Path,
+             environ: Mapping[str, str]) -> tuple[Signer | None, Trust]:
+    key = arguments.get("binary_cache_key", "")
+    trust = ",".join(item if item.strip() in ("unsigned", "") or item.strip().startswith("ed25519:")
+                     else _location("binary_cache_trust", item.strip(), launch_dir)
+                     for item in arguments.get("binary_cache_trust", "").split(","))
+    try:
+        return (load_signer(_location("binary_cache_key", key, launch_dir) if key else "", environ),
+                load_trust(trust, root))
+    except TrustError as error:
+        raise SelectionError(str(error)) from None
+
+
+def keygen_target(arguments: Mapping[str, str], targets: Sequence[str], launch_dir: Path) -> str:
+    """`scons cache-keygen key=PATH`: write the key pair; what to tell the user."""
+    if list(targets) != [KEYGEN] or set(arguments) - {"key"}:
+        raise SelectionError(f"{KEYGEN} takes key=PATH and nothing else: scons {KEYGEN} key=~/.anira/cache-key")
+    path = arguments.get("key", "")
+    if not path or path in ("0", "1"):
+        raise SelectionError(f"{KEYGEN} needs key=PATH, the file to write the secret key to (PATH.pub gets the "
+                             "public key)")
+    _check_text("key", path)
+    location = _location("key", path, launch_dir)
+    if is_url(location):
+        raise SelectionError(f"key={path} is a URL; give a local path")
+    try:
+        secret, public = keygen(Path(location))
+    except (TrustError, OSError) as error:
+        raise SelectionError(str(error)) from None
+    return (f"wrote {secret} (secret: keep it private; a writer passes binary_cache_key={secret}, CI keeps its "
+            f"text in the secret ANIRA_BINARY_CACHE_KEY)\nwrote {public} (public: readers pass "
+            f"binary_cache_trust={public}, or add its line to keys/binary-cache.pub)")
+
+
+def _settings(arguments: Mapping[str, str], root: Path, launch_dir: Path, environ: Mapping[str, str]) -> Settings:
     def value(name: str) -> str:
         return arguments.get(name, option(name).default)
+
+    signer, trust = _signing(arguments, launch_dir, root, environ)
 
     return Settings(
         cache=_cache(value("cache"), launch_dir, root),
@@ -221,6 +261,8 @@ def _settings(arguments: Mapping[str, str], root: Path, launch_dir: Path) -> Set
         origins=parse_origins(value("origin"), launch_dir),
         binary_caches=_binary_caches(value("binary_cache"), launch_dir, root),
         binary_cache_write=parse_bool("binary_cache_write", value("binary_cache_write")),
+        signer=signer,
+        trust=trust,
     )
 
 
@@ -396,7 +438,7 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
     directory scons was started from (GetLaunchDir), which relative paths are read against."""
     environ = os.environ if environ is None else environ
     _check_options(arguments, list(arguments.items()) if arglist is None else arglist)
-    settings = _settings(arguments, root, root if launch_dir is None else launch_dir)
+    settings = _settings(arguments, root, root if launch_dir is None else launch_dir, environ)
     commands, leg_ids, step_targets = _split_targets(targets, matrix)
     mode = _mode(commands, arguments)
     if mode == "lock":

@@ -21,7 +21,8 @@ import SCons.Script as scons
 
 from . import actions
 from .actions import LegNodes, RunContext, Step, StepResult, leaf
-from .binary_cache import CacheError, check_entry, warn
+from .binary_cache import CacheError, warn
+from .cache_entry import check_entry
 from .canonical import canonical, digest, plain
 from .frontend import Invocation, Settings
 from .locations import origin_filename, origin_for
@@ -69,6 +70,7 @@ class Graph:
         # Downloads, extractions and patched trees are shared by the legs that use them.
         self._shared: dict[Path, Any] = {}
         self._keys: dict[str, LegKey] = {}
+        self._said_untrusting = False
 
     @property
     def legs(self) -> dict[str, LegNodes]:
@@ -334,6 +336,14 @@ class Graph:
         return nodes
 
     def _lookup(self, plan: Plan, engine: Engine, key: LegKey, name: str, entry: Path) -> str | None:
+        trust = self.settings.trust
+        if trust.empty:
+            if not self._said_untrusting:
+                warn("no key is trusted, so nothing is restored (built legs are still stored): pass "
+                     "binary_cache_trust=<key.pub> (the writers' public keys), or binary_cache_trust=unsigned for a "
+                     "store nobody else writes; see docs/binary-cache-trust.md")
+                self._said_untrusting = True
+            return None
         for store in self.run.stores:
             try:
                 if not store.fetch(key.digest, name, entry):
@@ -341,7 +351,8 @@ class Graph:
             except CacheError as error:
                 warn(str(error))
                 continue
-            problems = check_entry(entry, name, key.digest, plan.contract, engine.version, str(self.build_root))
+            problems = check_entry(entry, name, key.digest, plan.contract, engine.version, str(self.build_root),
+                                   trust)
             if not problems:
                 return store.location
             warn(f"{store.location}: the entry {key.short} of {plan.leg.id} is not trusted, the leg is rebuilt:\n  - "

@@ -105,7 +105,14 @@ OPTIONS: tuple[Option, ...] = (
            "comma-separated", "", check=_comma_list),
     Option("binary_cache_write", "store what this run builds into the binary caches (0: only read them, as "
            "pull requests do)", "1", boolean=True),
-    Option("key", "print each selected leg's key and the parts it hashes, instead of building", "0", boolean=True),
+    Option("binary_cache_key", "the secret key that signs what this run stores (a file `scons cache-keygen` "
+           "wrote; ANIRA_BINARY_CACHE_KEY may hold the key itself instead); without one, entries are stored "
+           "unsigned", ""),
+    Option("binary_cache_trust", "the public keys whose signed entries a restore takes: ed25519:... keys or "
+           "files of them, comma-separated; `unsigned` also takes unsigned entries (only for a store nobody "
+           "else writes). Default: keys/binary-cache.pub, the project's CI keys", "", check=_comma_list),
+    Option("key", "print each selected leg's key and the parts it hashes, instead of building (with "
+           "cache-keygen: the path of the new secret key)", "0", boolean=True),
     Option("gc", "remove build trees, source trees and cache entries no leg references any more "
            "(with a size report) instead of building", "0", boolean=True),
     Option("plan", "print each selected leg's steps and exact commands instead of building", "0", boolean=True),
@@ -133,6 +140,8 @@ def help_text() -> str:
               "one is unpinned",
               "  lock         fetch (files) and resolve (git refs, by ls-remote) every input of the selected legs "
               "and record the missing pins into engine.toml; any host, never builds",
+              "  cache-keygen key=PATH  write a binary cache signing key pair: PATH (secret, mode 0600) and "
+              "PATH.pub",
               "  <leg id>     build one leg, e.g. onnxruntime-linux-x86_64-shared (platform aliases accepted)",
               "  (none)       with filters: build the selected legs this host can build; without: list them"]
     return "\n".join(lines)

@@ -23,6 +23,23 @@ SMALL_ROWS = fixtures.FIXSRC_LEGS[:3]
 ARGS = ("engine=fixsrc,fixbin", "flavor=all", "config=release")
 
 
+_KEYS: list[tuple[Path, Path]] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def signing_keys(tmp_path_factory) -> None:
+    """One key pair for the module's stores: a writer signs, a reader trusts the .pub."""
+    from backends.cache_trust import keygen
+
+    _KEYS[:] = [keygen(tmp_path_factory.mktemp("keys") / "cache-key")]
+
+
+def _signed(location: str) -> tuple[str, str, str]:
+    """`binary_cache=` with this module's key: entries are signed when stored, trusted when read."""
+    secret, public = _KEYS[0]
+    return f"binary_cache={location}", f"binary_cache_key={secret}", f"binary_cache_trust={public}"
+
+
 def _ok(run: fixtures.Run) -> fixtures.Run:
     assert run.returncode == 0, str(run)
     return run
@@ -49,14 +66,14 @@ def project(project_factory) -> Path:
 
 def test_a_clean_tree_restores_every_leg_from_a_directory_cache(project, upstreams, tmp_path):
     cache = tmp_path / "binary-cache"
-    first = _ok(scons(project, *ARGS, f"binary_cache={cache}"))
+    first = _ok(scons(project, *ARGS, *_signed(f"{cache}")))
     assert _summary(first, "published") == set(LEGS), first.stdout
     assert len([e for e in cache.iterdir() if not e.name.startswith(".")]) == len(LEGS)
     built = _archives(project)
 
     _clean(project)
     requests = len(upstreams.server.requests)
-    again = _ok(scons(project, *ARGS, f"binary_cache={cache}"))
+    again = _ok(scons(project, *ARGS, *_signed(f"{cache}")))
     assert _summary(again, "restored") == set(LEGS), again.stdout
     assert {line.split()[0] for line in again.step_lines()} == {"[restore]", "[publish]"}, again.stdout
     assert len(upstreams.server.requests) == requests, "a restored leg fetched something"
@@ -65,12 +82,12 @@ def test_a_clean_tree_restores_every_leg_from_a_directory_cache(project, upstrea
     assert manifest["restored"]["from binary cache"] == str(cache)
     assert manifest["leg_key"] == manifest["restored"]["key"]
     assert manifest["steps"]["stage"], "the original build's provenance is kept"
-    assert _ok(scons(project, "-q", *ARGS, f"binary_cache={cache}")).returncode == 0
+    assert _ok(scons(project, "-q", *ARGS, *_signed(f"{cache}"))).returncode == 0
 
 
 def test_after_a_patch_edit_exactly_the_patched_legs_are_rebuilt(project, tmp_path):
     cache = tmp_path / "binary-cache"
-    _ok(scons(project, *ARGS, f"binary_cache={cache}"))
+    _ok(scons(project, *ARGS, *_signed(f"{cache}")))
     keys = json.loads(scons(project, "ci-matrix", *ARGS).stdout)["include"]
     patch = project / "engines/fixsrc/patches/register_coreml.py"
     patch.write_text(patch.read_text().replace(fixtures.PATCH_NOTE, "register_coreml v2"))
@@ -79,15 +96,25 @@ def test_after_a_patch_edit_exactly_the_patched_legs_are_rebuilt(project, tmp_pa
     assert changed == {"fixsrc-linux-x86_64-gpu-shared"}
 
     _clean(project)
-    run = _ok(scons(project, *ARGS, f"binary_cache={cache}"))
+    run = _ok(scons(project, *ARGS, *_signed(f"{cache}")))
     assert _summary(run, "published") == changed, run.stdout
     assert _summary(run, "restored") == set(LEGS) - changed, run.stdout
 
 
-@pytest.mark.parametrize("damage", ["flipped byte", "other key", "broken contract"])
-def test_an_entry_that_does_not_check_out_is_reported_and_rebuilt(project, tmp_path, damage):
+DAMAGE = {  # what the reader says, signed store / a store read with binary_cache_trust=unsigned
+    "flipped byte": ("archive_sha256 differ", "has sha256"),
+    "other key": ("manifest_sha256 differ", "names the key"),
+    "broken contract": ("archive_sha256, manifest_sha256 differ",
+                        "its manifest lists include/fixbin.h, which the archive lacks"),
+}
+
+
+@pytest.mark.parametrize("signed", [True, False], ids=["signed", "unsigned"])
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_an_entry_that_does_not_check_out_is_reported_and_rebuilt(project, tmp_path, damage, signed):
     cache = tmp_path / "binary-cache"
-    _ok(scons(project, FIXBIN_LEG, f"binary_cache={cache}"))
+    store = _signed(f"{cache}") if signed else (f"binary_cache={cache}", "binary_cache_trust=unsigned")
+    _ok(scons(project, FIXBIN_LEG, *store))
     built = _archives(project)
     (entry,) = [e for e in cache.iterdir() if (e / fixbin_archive(FIXBIN_LEG)).exists()]
     archive = entry / fixbin_archive(FIXBIN_LEG)
@@ -95,12 +122,10 @@ def test_an_entry_that_does_not_check_out_is_reported_and_rebuilt(project, tmp_p
         data = bytearray(archive.read_bytes())
         data[len(data) // 2] ^= 1
         archive.write_bytes(bytes(data))
-        expected = "has sha256"
     elif damage == "other key":
         manifest = json.loads((entry / (archive.name + ".json")).read_text())
         manifest["leg_key"] = "0" * 64
         (entry / (archive.name + ".json")).write_text(json.dumps(manifest))
-        expected = "names the key"
     else:  # a well-formed entry whose archive lacks what the contract requires
         import zipfile
 
@@ -115,21 +140,21 @@ def test_an_entry_that_does_not_check_out_is_reported_and_rebuilt(project, tmp_p
         manifest = json.loads((entry / (archive.name + ".json")).read_text())
         manifest["sha256"], manifest["size"] = fixtures.sha256_of(archive), archive.stat().st_size
         (entry / (archive.name + ".json")).write_text(json.dumps(manifest))
-        expected = "missing required include/fixbin.h"
+    expected = DAMAGE[damage][0 if signed else 1]
     _clean(project)
-    run = _ok(scons(project, FIXBIN_LEG, f"binary_cache={cache}"))
+    run = _ok(scons(project, FIXBIN_LEG, *store))
     assert "is not trusted, the leg is rebuilt" in run.stderr and expected in run.stderr, str(run)
     assert _summary(run, "published") == {FIXBIN_LEG}, run.stdout
     assert _archives(project) == built
     # The rebuild replaced the bad entry: the next clean tree restores it.
     _clean(project)
-    assert _summary(_ok(scons(project, FIXBIN_LEG, f"binary_cache={cache}")), "restored") == {FIXBIN_LEG}
+    assert _summary(_ok(scons(project, FIXBIN_LEG, *store)), "restored") == {FIXBIN_LEG}
 
 
 def test_an_unpinned_leg_is_built_and_said_uncacheable(project_factory, upstreams, tmp_path):
     project = project_factory(fixsrc=False, fixbin=False)
     fixtures.write_fixbin(project, upstreams.fixbin_url, {})
-    run = _ok(scons(project, FIXBIN_LEG, "lock=1", f"binary_cache={tmp_path / 'cache'}"))
+    run = _ok(scons(project, FIXBIN_LEG, "lock=1", *_signed(f"{tmp_path / 'cache'}")))
     assert f"{FIXBIN_LEG} has no key, so it is built: {fixtures.fixbin_asset()} has no sha256 pin" in run.stderr
     assert not (tmp_path / "cache").exists()
 
@@ -139,9 +164,9 @@ def test_an_aggregate_restores_without_building_its_inputs(project_factory, upst
 
     project = _android_project(project_factory, upstreams, "bundle")
     cache = tmp_path / "binary-cache"
-    _ok(scons(project, BUNDLE, f"binary_cache={cache}"))
+    _ok(scons(project, BUNDLE, *_signed(f"{cache}")))
     _clean(project)
-    run = _ok(scons(project, BUNDLE, f"binary_cache={cache}"))
+    run = _ok(scons(project, BUNDLE, *_signed(f"{cache}")))
     assert [line.split()[0] for line in run.step_lines()] == ["[restore]", "[publish]"], run.stdout
 
 
@@ -213,41 +238,41 @@ def nginx(tmp_path: Path):
 def test_an_http_cache_on_nginx(project, nginx):
     base, www = nginx
     url = f"{base}/cache"
-    _ok(scons(project, *ARGS, f"binary_cache={url}"))
+    _ok(scons(project, *ARGS, *_signed(f"{url}")))
     assert len(list((www / "cache").iterdir())) == len(LEGS)
     built = _archives(project)
     _clean(project)
-    run = _ok(scons(project, *ARGS, f"binary_cache={url}"))
+    run = _ok(scons(project, *ARGS, *_signed(f"{url}")))
     assert _summary(run, "restored") == set(LEGS), run.stdout
     assert _archives(project) == built
 
 
 def test_a_read_only_cache_is_read_and_never_fails_a_leg(project, nginx):
     base, www = nginx
-    _ok(scons(project, FIXBIN_LEG, f"binary_cache={base}/cache"))
+    _ok(scons(project, FIXBIN_LEG, *_signed(f"{base}/cache")))
     shutil.copytree(www / "cache", www / "readonly", dirs_exist_ok=True)  # what the team published
     _clean(project)
-    run = _ok(scons(project, *ARGS, f"binary_cache={base}/readonly"))
+    run = _ok(scons(project, *ARGS, *_signed(f"{base}/readonly")))
     assert _summary(run, "restored") == {FIXBIN_LEG}, run.stdout
     assert "refuses writes (HTTP 403)" in run.stderr, str(run)
     assert _summary(run, "published") == set(LEGS) - {FIXBIN_LEG}
     # binary_cache_write=0 (pull requests): not even tried
     _clean(project)
-    quiet = _ok(scons(project, *ARGS, f"binary_cache={base}/readonly", "binary_cache_write=0"))
+    quiet = _ok(scons(project, *ARGS, *_signed(f"{base}/readonly"), "binary_cache_write=0"))
     assert "refuses writes" not in quiet.stderr and "[store]" not in quiet.stdout
 
 
 def test_an_entry_kept_from_an_earlier_run_is_checked_again_before_reuse(project, tmp_path):
     cache = tmp_path / "binary-cache"
-    _ok(scons(project, FIXBIN_LEG, f"binary_cache={cache}"))
+    _ok(scons(project, FIXBIN_LEG, *_signed(f"{cache}")))
     _clean(project)
-    _ok(scons(project, FIXBIN_LEG, f"binary_cache={cache}"))  # restored: the entry is kept under build/
+    _ok(scons(project, FIXBIN_LEG, *_signed(f"{cache}")))  # restored: the entry is kept under build/
     (kept,) = (project / "build/binary-cache").iterdir()
     archive = kept / fixbin_archive(FIXBIN_LEG)
     data = bytearray(archive.read_bytes())
     data[len(data) // 2] ^= 1
     archive.write_bytes(bytes(data))
     (project / "build/legs" / FIXBIN_LEG / "archive" / fixbin_archive(FIXBIN_LEG)).unlink()
-    failed = scons(project, FIXBIN_LEG, f"binary_cache={cache}")
+    failed = scons(project, FIXBIN_LEG, *_signed(f"{cache}"))
     assert failed.returncode != 0 and "is not trusted any more" in failed.stderr, str(failed)
-    assert _summary(_ok(scons(project, FIXBIN_LEG, f"binary_cache={cache}")), "restored") == {FIXBIN_LEG}
+    assert _summary(_ok(scons(project, FIXBIN_LEG, *_signed(f"{cache}"))), "restored") == {FIXBIN_LEG}

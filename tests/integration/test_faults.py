@@ -325,12 +325,12 @@ def test_a_relative_origin_is_read_from_where_scons_started(project_factory, ups
 
 def test_a_relative_binary_cache_is_written_and_read_where_scons_started(project_factory, upstream, tmp_path):
     project = _fixbin_project(project_factory, upstream)
-    _ok(scons(project, "-C", str(project), FIXBIN_LEG, "binary_cache=relcache", cwd=tmp_path))
+    _ok(scons(project, "-C", str(project), FIXBIN_LEG, "binary_cache=relcache", "binary_cache_trust=unsigned", cwd=tmp_path))
     assert [p.name for p in (tmp_path / "relcache").iterdir() if not p.name.startswith(".")], "nothing stored"
     assert not (project / "relcache").exists() and not (project / "site_scons/relcache").exists()
     for owned in ("build", "dist"):
         __import__("shutil").rmtree(project / owned)
-    run = _ok(scons(project, "-C", str(project), FIXBIN_LEG, "binary_cache=relcache", cwd=tmp_path))
+    run = _ok(scons(project, "-C", str(project), FIXBIN_LEG, "binary_cache=relcache", "binary_cache_trust=unsigned", cwd=tmp_path))
     assert any(line.startswith("[restore]") for line in run.step_lines()), str(run)
 
 

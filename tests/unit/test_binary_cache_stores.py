@@ -300,7 +300,8 @@ def test_a_server_error_is_retried(http: Server, tmp_path: Path, capsys: pytest.
     assert store.fetch(KEY, ARCHIVE, tmp_path / "got")
     assert (tmp_path / "got" / ARCHIVE).read_bytes() == b"PK archive"
     assert [path.rsplit("/", 1)[1] for _, path in http.requests] == [f"{ARCHIVE}.json", f"{ARCHIVE}.json",
-                                                                       f"{ARCHIVE}.sha256", ARCHIVE]
+                                                                       f"{ARCHIVE}.sha256", ARCHIVE,
+                                                                       f"{ARCHIVE}.sig"]  # optional: 404 is none
     assert f"GET {KEY}/{ARCHIVE}.json: HTTP 500; trying again in 0.01 s" in capsys.readouterr().err
 
 

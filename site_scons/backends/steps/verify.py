@@ -6,10 +6,11 @@ import tarfile
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..model.plan import Contract, Evidence
 from .checks.accelerators import check_accelerators
+from .checks.described import described_problems
 from .checks.binaries import check_formats, check_identities, check_install_names, check_symbols
 from .checks.floors import check_floors, describe
 from .checks.members import check_members, folds_case
@@ -29,8 +30,11 @@ class ContractError(AssertionError):
     """The archive breaks its leg's contract; the message lists every violation."""
 
 
-def check(archive: Path, contract: Contract, version: str, build_root: str = "") -> list[str]:
-    """Every violation of `contract` by `archive` (empty when it holds)."""
+def check(archive: Path, contract: Contract, version: str, build_root: str = "",
+          described: list[dict[str, Any]] | None = None) -> list[str]:
+    """Every violation of `contract` by `archive` (empty when it holds). With `described` (a
+    manifest's file list, as a binary cache entry brings it), the members must be exactly
+    what it lists, before the contract is looked at: one opening of the archive for both."""
     try:
         view = open_archive(archive)
     except _UNREADABLE as error:
@@ -39,7 +43,8 @@ def check(archive: Path, contract: Contract, version: str, build_root: str = "")
         unsafe = check_members(view, folds_case(contract.platform))
         if unsafe:  # nothing inside an archive that could escape its root is looked at
             return unsafe
-        return _check_contents(view, contract, version, build_root)
+        undescribed = described_problems(view, described) if described is not None else []
+        return undescribed or _check_contents(view, contract, version, build_root)
     except _UNREADABLE as error:  # a member whose data is corrupt
         return [f"{archive.name} cannot be read: {error}"]
     finally:
