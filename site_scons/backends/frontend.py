@@ -68,6 +68,9 @@ class Invocation:
     mode: str  # build | choose (bare `scons`) | list | ci-matrix | pins | lock | plan | key | gc
     plans: tuple[Plan, ...]
     settings: Settings
+    # Leg ids typed with aliases (`libtorch-linux-x64-shared`) -> the canonical id: SCons is
+    # given an alias of that spelling, so it builds what the typed target means.
+    spellings: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def legs(self) -> tuple[Leg, ...]:
@@ -289,10 +292,12 @@ def canonical_leg_id(target: str, engines: Sequence[str]) -> str | None:
     return leg_id(engine, platform, flavor, kind, config)
 
 
-def _split_targets(targets: Sequence[str], matrix: Matrix) -> tuple[list[str], list[str], list[tuple[str, str]]]:
-    """(commands, canonical leg ids, (leg id, step) of step records); any other word is
-    refused, with the nearest valid one."""
+def _split_targets(targets: Sequence[str], matrix: Matrix
+                   ) -> tuple[list[str], list[str], list[tuple[str, str]], dict[str, str]]:
+    """(commands, canonical leg ids, (leg id, step) of step records, typed spellings of leg
+    ids -> canonical ids); any other word is refused, with the nearest valid one."""
     commands, legs, steps = [], [], []
+    spellings: dict[str, str] = {}
     known = set(matrix.ids)
     for target in targets:
         if target in COMMANDS:
@@ -301,6 +306,8 @@ def _split_targets(targets: Sequence[str], matrix: Matrix) -> tuple[list[str], l
         canonical = canonical_leg_id(target, tuple(matrix.engines))
         if canonical in known:
             legs.append(canonical)
+            if canonical != target:
+                spellings[target] = canonical
             continue
         step = _STEP_TARGET.fullmatch(posixpath.normpath(target.replace("\\", "/")))
         if step and step.group(1) in known:
@@ -314,7 +321,7 @@ def _split_targets(targets: Sequence[str], matrix: Matrix) -> tuple[list[str], l
         what = "leg" if canonical or any(target.startswith(f"{e}-") for e in matrix.engines) else "target"
         raise SelectionError(f"unknown {what} {target!r}{hint}; targets are {', '.join(COMMANDS)} or leg ids "
                              "(`scons list` shows every leg id), or a step's record build/legs/<leg id>/steps/<step>.json")
-    return commands, legs, steps
+    return commands, legs, steps, spellings
 
 
 def recorded_steps(plan: Plan, settings: Settings) -> tuple[str, ...]:
@@ -439,7 +446,7 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
     environ = os.environ if environ is None else environ
     _check_options(arguments, list(arguments.items()) if arglist is None else arglist)
     settings = _settings(arguments, root, root if launch_dir is None else launch_dir, environ)
-    commands, leg_ids, step_targets = _split_targets(targets, matrix)
+    commands, leg_ids, step_targets, spellings = _split_targets(targets, matrix)
     mode = _mode(commands, arguments)
     if mode == "lock":
         settings = dataclasses.replace(settings, lock=True)  # what lock does: a URL origin is fetched and hashed
@@ -455,4 +462,4 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
     plans = plan_all(matrix, legs, settings.version or None)
     _check_step_targets(step_targets, plans, settings)
     _check_origins(settings, plans)
-    return Invocation(mode=mode, plans=tuple(plans), settings=settings)
+    return Invocation(mode=mode, plans=tuple(plans), settings=settings, spellings=spellings)

@@ -405,4 +405,6 @@ def declare(env: Any, run: RunContext, invocation: Invocation) -> Graph:
     for plan in invocation.plans:
         graph.add_leg(plan.leg)
     scons.Default([plan.leg.id for plan in invocation.plans])  # the legs' aliases
+    for typed, canonical in invocation.spellings.items():  # `scons libtorch-linux-x64-shared`
+        env.Alias(typed, canonical)
     return graph

@@ -189,6 +189,16 @@ def test_a_step_record_as_target_runs_up_to_that_step(project_factory):
     assert refused.returncode == 2 and "unknown step 'bild'" in refused.stderr, str(refused)
 
 
+def test_a_leg_id_typed_with_a_platform_alias_builds_that_leg(project_factory):
+    """`-h` promises aliases in leg ids (`x64` for `x86_64`): SCons gets an alias of that spelling."""
+    project = project_factory(fixsrc=False)
+    leg = FIXBIN_LEG_IDS[0]
+    typed = leg.replace("x86_64", "x64")
+    run = _ok(scons(project, typed))
+    assert (project / "dist" / fixbin_archive(leg)).is_file(), str(run)
+    assert _ok(scons(project, "-q", typed)).returncode == 0
+
+
 def test_flag_edits_rerun_only_that_leg(project_factory):
     project = project_factory(fixsrc_rows=SMALL_ROWS, fixbin=False)
     args = ("engine=fixsrc", "flavor=all")
