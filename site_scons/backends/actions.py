@@ -35,6 +35,7 @@ from .locations import is_url, origin_filename
 from .model.engine import Engine, url_filename
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
+from .model.submodules import advice
 from .pins import PinConflict, record_commit, record_pin
 from .records import Inputs, Records, public
 from .steps import archive as archive_step
@@ -45,6 +46,7 @@ from .steps import publish as publish_step
 from .steps import smoke as smoke_step
 from .steps import source as source_step
 from .steps import stage as stage_step
+from .steps import submodule_check
 from .steps import upstream as upstream_step
 from .steps import verify as verify_step
 from .steps.context import LegDirs
@@ -152,6 +154,9 @@ def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
     record = run.records.record_of(target[0].abspath)
     step = run.steps[record]
     inputs = inputs_of(target[0])
+    reason = run.records.reason(record)
+    if reason:
+        print(f"[{step.name}] {step.leg} reruns: {reason}", flush=True)
     started = time.monotonic()
     try:
         for leg in step.legs if step.name not in AFTER_PUBLISH else ():
@@ -275,9 +280,13 @@ def _git_checkout(engine_name: str, download: Download, origin: str, record: Pat
     if not download.commit and not origin:
         record_commit(run.matrix.engines[engine_name].root / "engine.toml", download.name, commit)
     dest = record.with_suffix("") / leaf(download)
-    git_step.checkout(download.url, commit, dest, remotes, submodules=download.submodules, log=log, label=label)
-    return StepResult({"name": download.name, "url": download.url, "override": origin, "ref": download.ref,
-                       "commit": commit, "path": str(dest)})
+    git_step.checkout(download.url, commit, dest, remotes, submodules=download.submodules, log=log, label=label,
+                      only=download.submodule_paths)
+    body = {"name": download.name, "url": download.url, "override": origin, "ref": download.ref, "commit": commit,
+            "path": str(dest)}
+    if download.submodule_paths:  # the selected ones, at the commits the superproject's tree records
+        body["submodules"] = git_step.gitlinks(dest, commit, download.submodule_paths)
+    return StepResult(body)
 
 
 def leaf(download: Download) -> str:
@@ -366,10 +375,26 @@ def build(leg_id: str) -> StepResult:
     key = _source_key(nodes)
     if plan.private_source and (shared := _shared_src(nodes)) is not None:
         upstream_step.private_copy(shared, dirs.src, key)
-    ran = upstream_step.build(plan.build, plan.env, dirs, leg_id, run.environ, run.settings.verbose,
-                              run.settings.heavy_jobs, run.build_root / "locks", source_key=key)
+    try:
+        ran = upstream_step.build(plan.build, plan.env, dirs, leg_id, run.environ, run.settings.verbose,
+                                  run.settings.heavy_jobs, run.build_root / "locks", source_key=key)
+    except RunError as error:
+        missing = _missing_submodule(nodes, error)
+        if missing is None:
+            raise
+        raise missing from error
     return StepResult({"leg": leg_id, "commands": ran,
                        "tools": upstream_step.toolchain_identity(plan, run.environ)})
+
+
+def _missing_submodule(nodes: LegNodes, error: RunError) -> RunError | None:
+    """The failure as one naming the submodule it needed, when the leg's checkout left that
+    submodule out (steps/submodule_check.py); None when it did not."""
+    trees = {d.name: (nodes.dirs.sources[d.name], d.submodule_paths) for d in nodes.plan.downloads
+             if d.kind == "git" and d.submodule_paths and d.name in nodes.dirs.sources}
+    if not trees:
+        return None
+    return submodule_check.check(error, trees, lambda source, path: advice(nodes.engine, source, path))
 
 
 def stage(leg_id: str) -> StepResult:
@@ -489,12 +514,15 @@ def publish(leg_id: str) -> StepResult:
     run = _run()
     nodes = run.legs[leg_id]
     assert nodes.archive is not None and nodes.published is not None
-    fields = {"leg_key": nodes.key.digest} if nodes.key and nodes.key.digest else {}
+    fields: dict[str, object] = {"leg_key": nodes.key.digest} if nodes.key and nodes.key.digest else {}
+    if not nodes.restored_from:  # a restored manifest keeps its original build's smoke record
+        fields["smoke"] = smoke_step.manifest_record(_read(nodes.dirs.steps / "smoke.json"))
     published = publish_step.publish(nodes.archive, nodes.published, run.dist / ".stale", fields)
     run.summary.published(leg_id, nodes.published, published.files)
     print(f"[publish] dist/{nodes.published.name}: {published.size / 1e6:.1f} MB, {published.files} files",
           flush=True)
-    return StepResult({"leg": leg_id, "archive": nodes.published.name, "sha256": published.sha256},
+    return StepResult({"leg": leg_id, "archive": nodes.published.name, "sha256": published.sha256,
+                       "leg_key": nodes.key.digest if nodes.key else "", "restored_from": nodes.restored_from},
                       outputs=publish_step.published_files(nodes.published))
 
 

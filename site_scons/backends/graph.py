@@ -120,8 +120,11 @@ class Graph:
 
     def fetch(self, plan: Plan, download: Download) -> tuple[Any, Path]:
         origin = self._origin(plan, download)
-        # Keyed without the pins: recording one (lock=1) must not move the download's files.
-        key = short_hash(download.name, download.kind, download.url, download.filename, download.ref, origin)
+        # Keyed without the pins: recording one (lock=1) must not move the download's files. Legs
+        # that select other submodules of a git source get checkouts of their own.
+        selection = [download.submodule_paths] if download.submodule_paths else []
+        key = short_hash(download.name, download.kind, download.url, download.filename, download.ref, origin,
+                         *selection)
         kind = "git" if download.kind == "git" else "downloads"
         target = self.build_root / kind / f"{plan.leg.engine}-{download.name}-{key}.json"
         if target in self._shared:
@@ -168,8 +171,8 @@ class Graph:
             return self.legs[leg.id]
         engine = self._engine(leg)
         plan = plan_leg(leg, engine, self.matrix)
-        key = self._key(plan) if self.run.stores else None
-        if key is not None and key.digest and (restored := self._restored(plan, engine, key)) is not None:
+        key = self._key(plan)
+        if key.digest and (restored := self._restored(plan, engine, key)) is not None:
             return restored
         if leg.aggregate:
             return self._add_aggregate(leg, plan, engine, key)
@@ -295,7 +298,7 @@ class Graph:
         # The alias names step manifests only: SCons content-hashes an alias's children on every
         # run, and the archive beside them can be a GB.
         targets = [publish[-1]]
-        if key and not nodes.restored_from and self.settings.binary_cache_write:
+        if key and not nodes.restored_from and self.run.stores and self.settings.binary_cache_write:
             targets.append(self._step([steps_dir / "store.json"], [publish[-1]], "store", leg.id,
                                       f"{published.name} as {nodes.key.short}", partial(actions.store, leg.id),
                                       {"key": key, "stores": self.settings.binary_caches})[-1])
@@ -308,21 +311,28 @@ class Graph:
                                        fmt=self.settings.format, origins=self.settings.origins,
                                        hash_file=self.run.records.digests.digest))
             key = self._keys[plan.leg.id]
-            if not key.digest:
+            if not key.digest and self.run.stores:
                 warn(f"{plan.leg.id} has no key, so it is built: {key.uncacheable}")
         return self._keys[plan.leg.id]
 
     def _restored(self, plan: Plan, engine: Engine, key: LegKey) -> LegNodes | None:
-        """The leg declared as restore -> publish when a binary cache holds a trusted entry
-        for its key (looked up now: the key is known before anything is built)."""
+        """The leg declared as restore -> publish when its archive for this key came, or now
+        comes, from a binary cache. A restored archive and a built one of the same key are
+        the same result: whichever way dist/ got it last is kept, so switching binary_cache=
+        on or off never rebuilds nor restores what is there. Otherwise a cache is looked up
+        now (the key is known before anything is built)."""
         leg = plan.leg
         dirs = self._leg_dirs(leg, {}, {}, {})
         name = published_name(plan, self.settings.format)
         entry = self.build_root / "binary-cache" / key.digest
+        published = read_record(dirs.steps / "publish.json") or {}
+        if published.get("leg_key") == key.digest and not published.get("restored_from") \
+                and (self.dist / name).is_file():
+            return None  # built for this key: the build path, up to date
         previous = read_record(dirs.steps / "restore.json") or {}
         store = previous.get("store") if previous.get("key") == key.digest and (entry / name).is_file() else None
         checked = store is None  # a fresh entry is checked now, contract included; restore needs not again
-        store = store or self._lookup(plan, engine, key, name, entry)
+        store = store or (self._lookup(plan, engine, key, name, entry) if self.run.stores else None)
         if store is None:
             return None
         nodes = LegNodes(plan=plan, engine=engine, dirs=dirs, key=key, restored_from=store)

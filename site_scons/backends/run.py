@@ -95,6 +95,7 @@ def passed_environment(environ: Mapping[str, str], names: Iterable[str] = ()) ->
     `names`), for step signatures: every variable a child gets can change what it makes.
     Credentials are recorded as set or not, never by value."""
     wanted = dict.fromkeys([*DEFAULT_ALLOW, *names])
+    wanted.pop("PATH", None)  # stands in the signature as what it finds: the tools' paths and versions
     return {key: ("<set>" if _SECRET.search(key) else environ[key]) for key in wanted if key in environ}
 
 

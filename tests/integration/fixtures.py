@@ -897,7 +897,8 @@ _DONE = re.compile(r" done in [0-9.]+ s$")
 
 def step_lines(stdout: str) -> list[str]:
     """Action lines SCons printed for executed steps. Lines the steps print themselves
-    (`[patch] patch <name>: applied`, `[archive] dist/<name>: ...`) are not counted."""
+    (`[patch] patch <name>: applied`, `[archive] dist/<name>: ...`, `[build] <leg> reruns:
+    <what changed>`) are not counted."""
     lines = []
     for line in stdout.splitlines():
         match = _STEP_LINE.match(line)
@@ -905,7 +906,7 @@ def step_lines(stdout: str) -> list[str]:
             continue
         step, rest = match.groups()
         if (step == "patch" and rest.startswith("patch ")) or (step in ("publish", "restore") and ": " in rest) \
-                or _DONE.search(rest):
+                or _DONE.search(rest) or " reruns: " in rest:
             continue
         lines.append(line)
     return lines

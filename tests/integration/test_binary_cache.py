@@ -276,3 +276,19 @@ def test_an_entry_kept_from_an_earlier_run_is_checked_again_before_reuse(project
     failed = scons(project, FIXBIN_LEG, *_signed(f"{cache}"))
     assert failed.returncode != 0 and "is not trusted any more" in failed.stderr, str(failed)
     assert _summary(_ok(scons(project, FIXBIN_LEG, *_signed(f"{cache}"))), "restored") == {FIXBIN_LEG}
+
+
+def test_switching_the_cache_on_or_off_reruns_nothing(project, tmp_path):
+    """A restored archive and a built one with the same key are the same result."""
+    cache = _signed(f"{tmp_path / 'binary-cache'}")
+    _ok(scons(project, FIXBIN_LEG))
+    stored = _ok(scons(project, FIXBIN_LEG, *cache))  # the built archive is stored, nothing else runs
+    assert [line.split()[0] for line in stored.step_lines()] == ["[store]"], str(stored)
+    again = _ok(scons(project, FIXBIN_LEG, *cache))
+    assert again.step_lines() == [] and "withdraw" not in again.stdout, str(again)
+    assert _ok(scons(project, FIXBIN_LEG)).step_lines() == []
+    _clean(project)
+    assert _summary(_ok(scons(project, FIXBIN_LEG, *cache)), "restored") == {FIXBIN_LEG}
+    off = _ok(scons(project, FIXBIN_LEG))
+    assert off.step_lines() == [] and "withdraw" not in off.stdout, str(off)
+    assert _ok(scons(project, FIXBIN_LEG, *cache)).step_lines() == []

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -342,6 +344,29 @@ def test_environment_the_steps_pass_on_is_in_their_signature(project_factory, up
     steps = {line.split()[0] for line in run.step_lines()}
     assert {"[build]", "[smoke]"} <= steps, str(run)
     assert _ok(scons(project, leg, env={"CMAKE_C_COMPILER_LAUNCHER": "env"})).step_lines() == []
+
+
+def test_a_path_that_finds_the_same_tools_reruns_nothing(project_factory, tmp_path):
+    """An activated virtual environment puts its bin/ first on PATH: the tools found are the
+    same programs, so no step reruns. A PATH that finds another compiler reruns the build."""
+    project = project_factory(fixsrc_rows=(LegRow(kind="shared"), *GPU_ROWS), fixbin=False)
+    leg = "fixsrc-linux-x86_64-shared"
+    _ok(scons(project, leg))
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    for name in ("python3", "python"):
+        (venv_bin / name).symlink_to(sys.executable)
+    path = f"{venv_bin}{os.pathsep}{os.environ['PATH']}"
+    assert _ok(scons(project, leg, env={"PATH": path, "VIRTUAL_ENV": str(venv_bin.parent)})).step_lines() == []
+
+    wrapper = tmp_path / "other-cc" / "cc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\nexec {shutil.which('cc')} \"$@\"\n")
+    wrapper.chmod(0o755)
+    run = _ok(scons(project, leg, env={"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}))
+    assert "[build]" in {line.split()[0] for line in run.step_lines()}, str(run)
+    # ...and says why, once per step that reruns: the compiler it finds is another program.
+    assert f"[build] {leg} reruns: tools.cc: " in run.stdout and str(wrapper.parent)[:10] in run.stdout, run.stdout
 
 
 # --------------------------------------------------------------------------- dist/

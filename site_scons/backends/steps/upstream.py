@@ -16,6 +16,7 @@ from ..run import heavy_slot, limited_env, passed_environment, run
 from ..toolchain import identity
 from . import venv
 from .context import LegDirs, env_names, expand, expand_argv
+from .files import WINDOWS, extended_length, mirror_tree
 from .source import copy_tree
 
 
@@ -105,20 +106,20 @@ def tree_key(tree: Path) -> str:
     return f"files:{listing.hexdigest()}"
 
 
-def private_copy(shared_src: Path, private_src: Path, key: str) -> None:
-    """Give an in-source build its own copy of the tree, refreshed when the tree key changes."""
+def _copy(src: str, dst: str) -> None:
+    shutil.copy2(src, dst, follow_symlinks=False)  # a symlink stays one
+
+
+def private_copy(shared_src: Path, private_src: Path, key: str, windows: bool = WINDOWS) -> None:
+    """Give an in-source build its own copy of the tree, refreshed when the tree key changes.
+    On Windows every path goes through its extended-length form: PyTorch's tree has paths
+    past MAX_PATH (260 characters), which plain `shutil` cannot reach."""
     marker = private_src.parent / f".{private_src.name}.key"
     if private_src.is_dir() and marker.is_file() and marker.read_text() == key:
         return
-    shutil.rmtree(private_src, ignore_errors=True)
-    private_src.mkdir(parents=True)
-    for path in sorted(shared_src.rglob("*")):
-        target = private_src / path.relative_to(shared_src)
-        if path.is_dir() and not path.is_symlink():
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target, follow_symlinks=False)
+    shutil.rmtree(extended_length(private_src, windows), ignore_errors=True)
+    private_src.parent.mkdir(parents=True, exist_ok=True)
+    mirror_tree(shared_src, private_src, _copy, windows)
     marker.write_text(key)
 
 
