@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 from .binary_cache import CacheError, github_release
 from .cache_trust import Signer, Trust, TrustError, keygen, load_signer, load_trust
 from .host import Host
-from .locations import UnsupportedLocation, is_url, local_path, locate
+from .locations import UnsupportedLocation, is_url, local_path, locate, origin_filename
 from .model.leg import Leg, leg_id
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
@@ -387,9 +387,31 @@ def _check_version_override(legs: Sequence[Leg], version: str, matrix: Matrix) -
 
 def _origin_targets(plans: Sequence[Plan], name: str) -> list[Download]:
     """The downloads an origin stands in for: by source name, or each leg's main download."""
+    return [download for _, download in _origin_uses(plans, name)]
+
+
+def _origin_uses(plans: Sequence[Plan], name: str) -> list[tuple[Plan, Download]]:
     if name:
-        return [d for plan in plans for d in plan.downloads if d.name == name]
-    return [plan.downloads[0] for plan in plans if plan.downloads]
+        return [(plan, d) for plan in plans for d in plan.downloads if d.name == name]
+    return [(plan, plan.downloads[0]) for plan in plans if plan.downloads]
+
+
+# A version inside a file name: dotted numbers not glued to other digits or dots
+# (`torch-2.13.0+cpu-cp311-...whl`, `onnxruntime-linux-x64-1.26.0.tgz`).
+_NAMED_VERSION = re.compile(r"(?<![0-9.])[0-9]+(?:\.[0-9]+){1,3}(?![0-9])")
+
+
+def _check_origin_version(label: str, file_name: str, uses: Sequence[tuple[Plan, Download]]) -> None:
+    """An origin whose file name names another version than the legs' (where their own
+    download's name carries the version) is refused before anything is extracted."""
+    named = set(_NAMED_VERSION.findall(file_name))
+    for plan, download in uses:
+        if not named or plan.version not in download.filename or plan.version in named:
+            continue
+        found = sorted(named)[0]
+        raise SelectionError(f"{label} names version {found}, but {plan.leg.id} is version {plan.version}: "
+                             f"add version={found} to build that version (names and the contract follow), or "
+                             f"pass the {plan.version} file")
 
 
 def _check_origins(settings: Settings, plans: Sequence[Plan]) -> None:
@@ -402,6 +424,8 @@ def _check_origins(settings: Settings, plans: Sequence[Plan]) -> None:
             raise SelectionError(f"origin={name}=...: the selected legs have no source named {name!r}"
                                  f"{suggest(name, names)}; their sources: {', '.join(names) or 'none'}")
         label = f"origin={name + '=' if name else ''}{location}"
+        if not all(d.kind == "git" for d in downloads):
+            _check_origin_version(label, origin_filename(location), _origin_uses(plans, name))
         if is_url(location):
             if not settings.lock:
                 raise SelectionError(f"{label} is a URL: add lock=1 to fetch it and record its sha256 (trust on "

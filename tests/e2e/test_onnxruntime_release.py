@@ -87,7 +87,15 @@ def test_another_releases_tarball_under_a_version_override_is_not_published(tmp_
     release = inputs.ort_linux_x64_release(e2e_cache)
     project = scratch_project(tmp_path_factory.mktemp("override"))
     scons = Scons(project, tmp_path_factory.mktemp("cache"))
-    result = scons("onnxruntime-linux-x86_64-shared", "version=1.27.0", f"origin=release={release}", check=False)
+    # Its file name says 1.26.0: refused before anything is extracted, suggesting version=.
+    named = scons("onnxruntime-linux-x86_64-shared", "version=1.27.0", f"origin=release={release}", check=False)
+    assert named.returncode == 2 and "names version 1.26.0, but onnxruntime-linux-x86_64-shared is version " \
+        "1.27.0: add version=1.26.0" in named.stderr, named.stderr[-3000:]
+    assert not (project / "build").exists()
+    # Renamed, only its binaries can tell: verify does.
+    renamed = tmp_path_factory.mktemp("renamed") / "onnxruntime-linux-x64.tgz"
+    renamed.symlink_to(release)
+    result = scons("onnxruntime-linux-x86_64-shared", "version=1.27.0", f"origin=release={renamed}", check=False)
     assert result.returncode != 0
     assert ("lib/libonnxruntime.so.1.26.0 says version 1.26.0, but the leg is version 1.27.0" in result.stderr), \
         result.stderr[-3000:]

@@ -157,6 +157,20 @@ def test_relative_paths_are_read_from_the_launch_directory(matrix, tmp_path):
         ROOT / ".cache/downloads"
 
 
+@pytest.mark.parametrize("name", ["onnxruntime-linux-x64-1.25.0.tgz", "onnxruntime-1.25.0-cp311-cp311-manylinux_2_27_x86_64.whl"])
+def test_an_origin_named_for_another_version_suggests_version(matrix, tmp_path, name):
+    origin = tmp_path / name
+    origin.write_bytes(b"")
+    with pytest.raises(SelectionError, match=f"names version 1.25.0, but {ORT_SHARED} is version "
+                                             r"\d+\.\d+\.\d+: add version=1.25.0"):
+        resolve({"origin": str(origin)}, [ORT_SHARED], matrix, ROOT, LINUX, {})
+    settings = resolve({"origin": str(origin), "version": "1.25.0"}, [ORT_SHARED], matrix, ROOT, LINUX, {}).settings
+    assert settings.origins == {"": str(origin)}
+    same = tmp_path / name.replace("1.25.0", matrix.engines["onnxruntime"].version)
+    same.write_bytes(b"")
+    resolve({"origin": str(same)}, [ORT_SHARED], matrix, ROOT, LINUX, {})
+
+
 def test_the_bad_input_table_stays_past_fifty():
     assert len(BAD_INPUTS) > 50
 
