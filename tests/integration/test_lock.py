@@ -305,3 +305,59 @@ def test_pins_no_leg_uses_any_more_are_dropped(tmp_path: Path, served) -> None:
     assert _sha256_table(project, "fixbin") == {name: digest for name, digest in {**pins, **renamed}.items()
                                                 if name != old}
     assert f"fixbin: dropped the pins no leg uses any more: {old}" in whole.stdout
+
+
+# -- a lock that cannot pin everything ------------------------------------------------------------
+
+def test_an_input_upstream_lacks_is_listed_and_every_other_one_recorded(tmp_path: Path, served) -> None:
+    server, pins = served
+    project = _fixbin_project(tmp_path, server)
+    linux = fixtures.fixbin_asset(LINUX.params["asset"])
+    hidden = (server.root / linux).rename(tmp_path / linux)  # upstream answers 404
+    partial = scons(project, "lock")
+    assert partial.returncode != 0
+    assert "1 input not pinned:" in partial.stderr and f"fixbin {linux}: " in partial.stderr
+    assert "the other inputs of fixbin were recorded" in partial.stderr and "recorded 2 new pins" in partial.stderr
+    assert _sha256_table(project, "fixbin") == {name: digest for name, digest in pins.items() if name != linux}
+    assert "nothing was written" not in partial.stderr
+    assert _nothing_built(project)
+
+    hidden.rename(server.root / linux)  # upstream is back: the next lock records the rest
+    rest = scons(project, "lock")
+    assert rest.returncode == 0, str(rest)
+    assert f"unpinned -> {pins[linux]}" in rest.stdout and "recorded 1 new pin:" in rest.stdout
+    assert _sha256_table(project, "fixbin") == pins
+
+
+def test_an_input_that_failed_keeps_its_recorded_pin(tmp_path: Path, served) -> None:
+    """A whole-engine lock drops the pins no input uses; one it could not fetch is still used."""
+    server, pins = served
+    project = _fixbin_project(tmp_path, server)
+    assert scons(project, "lock").returncode == 0
+    linux = fixtures.fixbin_asset(LINUX.params["asset"])
+    (server.root / linux).unlink()
+    failed = scons(project, "lock", "engine=fixbin", "cache=fresh-cache")  # no pinned copy at hand
+    assert failed.returncode != 0 and f"fixbin {linux}: " in failed.stderr
+    assert "dropped" not in failed.stderr
+    assert _sha256_table(project, "fixbin") == pins
+
+
+def test_a_conflict_writes_nothing_for_its_engine_and_the_other_engines_are_recorded(
+        tmp_path: Path, served, git_upstream) -> None:
+    server, pins = served
+    project = _fixbin_project(tmp_path, server)
+    fixtures.write_fixgit(project, MIRROR_URL)
+    mirror = _bare_mirror(git_upstream, tmp_path)
+    windows = fixtures.fixbin_asset(WINDOWS.params["asset"])
+    assert scons(project, "lock", ELSEWHERE[0]).returncode == 0
+    recorded = (project / "engines/fixbin/engine.toml").read_bytes()
+    (server.root / windows).write_bytes(b"re-published with other bytes")
+    failed = scons(project, "lock", "cache=fresh-cache", f"mirror={mirror}")
+    assert failed.returncode != 0
+    assert f"fixbin {windows}: conflict: sha256 mismatch" in failed.stderr
+    assert pins[windows] in failed.stderr and fixtures.sha256_of(server.root / windows) in failed.stderr
+    assert "fixbin: nothing was written to engine.toml" in failed.stderr
+    # Not even the other fixbin legs' new pins; fixgit's commit is recorded all the same.
+    assert (project / "engines/fixbin/engine.toml").read_bytes() == recorded
+    assert _commit_of(project) == git_upstream.tags["1.0.0"]
+    assert "the other inputs of fixgit were recorded" in failed.stderr and "recorded 1 new pin:" in failed.stderr

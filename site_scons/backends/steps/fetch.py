@@ -46,6 +46,10 @@ class FetchError(Exception):
     """A file could not be fetched or did not verify; the message says what to do."""
 
 
+class PinMismatch(FetchError):
+    """The bytes fetched are not the ones the pin names (they were discarded)."""
+
+
 class _OriginUnavailable(FetchError):
     """This origin does not have the file (HTTP 4xx) or kept failing: try the next one."""
 
@@ -153,8 +157,8 @@ def _normalised_pin(download: Download) -> str | None:
     return pin
 
 
-def _mismatch(origin: str, expected: str, actual: str) -> FetchError:
-    return FetchError(
+def _mismatch(origin: str, expected: str, actual: str) -> PinMismatch:
+    return PinMismatch(
         f"sha256 mismatch for {origin}: expected {expected}, got {actual}; the file was "
         f"discarded. If upstream re-published it, verify the new file and update the pin"
     )
