@@ -9,8 +9,9 @@ Stores, named by `binary_cache=` (comma-separated, looked up in order, all writt
 - HTTP(S):              `GET`/`HEAD`/`PUT <base>/<key>/<file>` — e.g. nginx with
                          `dav_methods PUT`, or an object store behind presigned URLs; the
                          manifest is PUT last and fetched first: an entry without it is none;
-- a GitHub release:     `github:<owner>/<repo>@<tag>` — assets `<key>-<archive>[...]` of a
-                         (pre-)release made on first use; the token comes from GITHUB_TOKEN.
+- a GitHub release:     `github:<owner>/<repo>@<tag>[?keep=N]` — assets `<key>-<archive>` and
+                         `<key>-<archive>.entry` (the sidecars) of a draft release made on first
+                         use, the newest N keys per leg kept; the token comes from GITHUB_TOKEN.
 
 A store that refuses writes (a read-only directory, HTTP 401/403/405, no token) is read
 only: lookups still work, storing says so once. Stores only move bytes: whatever comes out
@@ -24,6 +25,7 @@ an entry that is not exactly its regular files.
 """
 from __future__ import annotations
 
+import base64
 import errno
 import json
 import os
@@ -31,6 +33,7 @@ import re
 import shutil
 import stat
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -38,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Mapping, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Mapping, NamedTuple, Protocol, Sequence, TypeVar
 
 # requests takes ~0.1 s to import: it is imported where a transfer happens, so a null build,
 # plan=1 or list never pays for it.
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
 from .cache_trust import SIGNATURE_SUFFIX
 from .locations import is_url
 from .locks import FileLock
-from .github import DEFAULT_API, GitHub, GitHubError
+from .github import DEFAULT_API, GitHub, GitHubError, RateLimited, choose_release, holds
 from .steps.files import remove_path, sha256_file
 from .steps.publish import published_files
 
@@ -494,14 +497,43 @@ def _status_failure(base: str, what: str, status: int) -> Exception:
 
 # -- a GitHub release -------------------------------------------------------------------------
 
+KEEP_DEFAULT = 2  # keys kept per leg: the current one and the one before (a revert restores)
+ENTRY_SUFFIX = ".entry"
+ENTRY_FORMAT = 1
+RELEASE_BODY = ("Binary cache of verified archives, keyed by leg key (anira-backends; docs/ci-and-release.md). "
+                "A draft on purpose: Immutable Releases lock a published release's assets.")
+_ASSET_NAME = re.compile(r"(?P<key>[0-9a-f]{64})-(?P<file>.+)")
+
+
+class LookupFailed(RuntimeError):
+    """A store could not be asked at all: GitHub's rate limit outlasted the bounded wait. Not a
+    CacheError on purpose: a CacheError is reported and the leg rebuilt, while a lookup that
+    could not be made fails the run (in CI: the leg's job), never a silent miss."""
+
+
+class ReleaseLocation(NamedTuple):
+    repo: str
+    tag: str
+    keep: int
+
+
 @dataclass
 class GitHubReleaseStore:
+    """Entries as assets of one draft release (drafts stay mutable under Immutable Releases;
+    GitHub lists them only to tokens with push access): `<key>-<archive>`, the archive, and
+    `<key>-<archive>.entry`, its manifest, `.sha256` and `.sig` in one JSON (one download, not
+    three). Both carry the leg id as label; the `.entry` goes up last, so an entry lacking it,
+    or with an asset not in state `uploaded`, is none. The release is listed once per run (its
+    listing carries the assets); a store keeps the newest `keep` keys of its leg."""
+
     repo: str
     tag: str
     token: str
     api: str = DEFAULT_API
-    _release: dict | None = None
-    _assets: dict[str, dict] | None = None
+    keep: int = KEEP_DEFAULT
+    _release: dict | None = field(default=None, repr=False)
+    _listed: bool = field(default=False, repr=False)
+    _assets: dict[str, dict] | None = field(default=None, repr=False)
 
     @property
     def location(self) -> str:
@@ -509,11 +541,19 @@ class GitHubReleaseStore:
 
     @cached_property
     def client(self) -> GitHub:
-        return GitHub(self.api, self.repo, self.token)  # one session: its connections are reused
+        return GitHub(self.api, self.repo, self.token, notice=warn)  # one session: its connections are reused
 
     def _find(self) -> dict | None:
-        if self._release is None:
-            self._release = self.client.find_release(self.tag)
+        if not self._listed:
+            releases = self.client.releases_named(self.tag)
+            self._release, self._listed = choose_release(releases), True
+            if self._release is None:
+                warn(f"{self.location}: no release {self.tag} can be seen: none was made yet, or this token cannot "
+                     "list drafts (GitHub lists them only to tokens with contents: write); no entry is restored "
+                     "from it")
+            elif len(releases) > 1:
+                warn(f"{self.location}: {len(releases)} releases are named {self.tag} (drafts made at once); using "
+                     f"id {self._release['id']}: delete the others")
         return self._release
 
     def _asset_map(self) -> dict[str, dict]:
@@ -525,51 +565,185 @@ class GitHubReleaseStore:
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
         try:
             assets = self._asset_map()
-            wanted = [assets.get(f"{key}-{name}") for name in entry_names(archive)]
-            signature = assets.get(f"{key}-{archive}{SIGNATURE_SUFFIX}")
-            if not all(wanted):
+            body, entry = assets.get(f"{key}-{archive}"), assets.get(f"{key}-{archive}{ENTRY_SUFFIX}")
+            if body is None or entry is None or not (_uploaded(body) and _uploaded(entry)):
                 return False
             dest.mkdir(parents=True, exist_ok=True)
-            for name, asset in zip(entry_names(archive), wanted):
-                self.client.download(asset, dest / name)
-            (dest / f"{archive}{SIGNATURE_SUFFIX}").unlink(missing_ok=True)
-            if signature:
-                self.client.download(signature, dest / f"{archive}{SIGNATURE_SUFFIX}")
+            sidecars = self._entry_files(entry, archive, dest)
+            mixed = _mixed(body, sidecars[archive + ".sha256"])
+            if mixed:
+                raise CacheError(f"{self.location}: the entry {key} {mixed}")
+            for name in _allowed(archive):
+                (dest / name).unlink(missing_ok=True)
+            for name, data in sidecars.items():
+                (dest / name).write_bytes(data)
+            self.client.download(body, dest / archive)
+        except RateLimited as error:
+            raise LookupFailed(f"{self.location}: the lookup of {key} could not be made: {error}") from None
         except GitHubError as error:
             raise CacheError(f"{self.location}: {error}") from None
+        except OSError as error:
+            raise CacheError(f"{self.location}: cannot write {dest}: {error.strerror or error}") from None
         return True
 
+    def _entry_files(self, asset: dict, archive: str, dest: Path) -> dict[str, bytes]:
+        """The small files of an entry, read from its `.entry` asset and checked for shape: only
+        the entry's own file names (never a path), the manifest and `.sha256` present."""
+        temp = dest / f".{archive}{ENTRY_SUFFIX}.tmp-{os.getpid()}"
+        try:
+            self.client.download(asset, temp)
+            payload = json.loads(temp.read_bytes())
+        except ValueError as error:
+            raise CacheError(f"{self.location}: {asset['name']} is not JSON ({error})") from None
+        finally:
+            temp.unlink(missing_ok=True)
+        payload = payload if isinstance(payload, dict) else {}
+        files = payload.get("files")
+        allowed = [name for name in _allowed(archive) if name != archive]
+        required = [name for name in entry_names(archive) if name != archive]
+        if payload.get("format") != ENTRY_FORMAT or not isinstance(files, dict) \
+                or not set(files) <= set(allowed) or not set(required) <= set(files) \
+                or not all(isinstance(text, str) for text in files.values()):
+            raise CacheError(f"{self.location}: {asset['name']} is not an entry of format {ENTRY_FORMAT} holding "
+                             f"{' and '.join(required)} (and at most {', '.join(allowed)})")
+        try:
+            return {name: base64.b64decode(text, validate=True) for name, text in files.items()}
+        except ValueError:
+            raise CacheError(f"{self.location}: {asset['name']} holds a file that is not base64") from None
+
     def put(self, key: str, files: Sequence[Path]) -> None:
+        """Store the entry: an existing one with these exact bytes stays; any other is replaced,
+        its `.entry` deleted first (no reader takes a mix of two). Then the leg's older keys
+        beyond `keep` are deleted. A rate limit is a CacheError: the entry is not stored, said."""
         if not self.token:
             raise ReadOnly(f"{self.location}: no GITHUB_TOKEN to upload with")
+        archive = _archive_of(files)
+        leg = _leg_of(files, archive)
+        names = f"{key}-{archive.name}", f"{key}-{archive.name}{ENTRY_SUFFIX}"
         try:
-            release = self._find() or self.client.create_prerelease(self.tag, "Binary cache of verified archives, "
-                                                                             "keyed by leg key (anira-backends).")
-            self._release = release
+            release = self._writable()
             assets = self._asset_map()
-            for path in sorted(files, key=lambda p: p.name.endswith(".json")):  # the manifest last
-                name = f"{key}-{path.name}"
-                if name not in assets:
-                    assets[name] = self.client.upload(release, path, name)
+            with tempfile.TemporaryDirectory(prefix="anira-entry-") as scratch:
+                entry = Path(scratch) / names[1]
+                entry.write_bytes(_entry_bytes(files, archive))
+                digests = _sidecar_digest(files, archive), sha256_file(entry)
+                paths = archive, entry
+                same = [_asset_is(assets.get(name), path, digest) for name, path, digest in zip(names, paths, digests)]
+                if all(same):
+                    return self._prune(leg, key)
+                for name, kept in ((names[1], False), (names[0], same[0])):  # the .entry first
+                    if name in assets and not kept:
+                        self.client.delete_asset(assets.pop(name))
+                for name, path, digest in zip(names, paths, digests):  # the .entry last
+                    if name not in assets:
+                        assets[name] = self.client.upload_replacing(release, path, name, digest, leg)
+            self._prune(leg, key)
+        except RateLimited as error:
+            raise CacheError(f"{self.location}: not stored: {error}") from None
         except GitHubError as error:
             if error.status in (401, 403):
                 raise ReadOnly(f"{self.location}: {error}") from None
             raise CacheError(f"{self.location}: {error}") from None
 
+    def _writable(self) -> dict:
+        """The release to write into: the one found, or a new draft."""
+        release = self._find()
+        if release is None:
+            release, made = self.client.ensure_draft(self.tag, RELEASE_BODY)
+            self._release, self._assets = release, None
+            if made:
+                warn(f"{self.location}: made the draft release {self.tag} to hold the binary cache")
+        if release.get("immutable"):
+            raise ReadOnly(f"{self.location}: the release {self.tag} is published and immutable (Immutable "
+                           "Releases), so no asset can be added to it: delete it, and the next store makes the "
+                           "binary cache a draft, which stays mutable")
+        return release
 
-def github_release(location: str) -> tuple[str, str]:
-    """(owner/repo, tag) of a `github:<owner>/<repo>@<tag>` location."""
-    repo, _, tag = location[len("github:"):].partition("@")
-    if repo.count("/") != 1 or not tag:
-        raise CacheError(f"binary_cache={location}: write github:<owner>/<repo>@<release tag>")
-    return repo, tag
+    def _prune(self, leg: str, newest: str) -> None:
+        """Delete the entries of `leg` (its label) but the newest `keep` keys, `newest` first."""
+        assets = self._asset_map()
+        entries: dict[str, list[dict]] = {}
+        for name, asset in assets.items():
+            match = _ASSET_NAME.fullmatch(name)
+            if match and asset.get("label") == leg:
+                entries.setdefault(match["key"], []).append(asset)
+        order = sorted(entries, reverse=True, key=lambda k: (k == newest, max(
+            (str(a.get("created_at") or ""), int(a["id"])) for a in entries[k])))
+        for old in order[self.keep:]:
+            for asset in entries[old]:
+                self.client.delete_asset(asset)
+                assets.pop(asset["name"], None)
+        if order[self.keep:]:
+            warn(f"{self.location}: removed {len(order) - self.keep} older key(s) of {leg} (the newest {self.keep} "
+                 "are kept)")
+
+
+def _uploaded(asset: dict) -> bool:
+    return asset.get("state") == "uploaded"
+
+
+def _asset_is(asset: dict | None, path: Path, sha256: str) -> bool:
+    """The remote asset is exactly this file, as far as GitHub's digest shows (none: not known
+    to be, so replaced)."""
+    return asset is not None and bool(asset.get("digest")) and holds(asset, path.stat().st_size, sha256)
+
+
+def _mixed(body: dict, sidecar: bytes) -> str:
+    """Why the archive asset is not what the entry's `.sha256` names (empty: it may be, or GitHub
+    reports no digest): two writers of one key at once. Found before the archive is downloaded."""
+    digest, named = str(body.get("digest") or ""), sidecar.decode("ascii", "replace").split()[:1]
+    if digest.startswith("sha256:") and named and digest != f"sha256:{named[0]}":
+        return f"holds an archive ({digest}) other than its .sha256 names ({named[0]}); not used"
+    return ""
+
+
+def _archive_of(files: Sequence[Path]) -> Path:
+    names = {path.name for path in files}
+    found = [path for path in files if path.name + ".json" in names]
+    if len(found) != 1:
+        raise CacheError(f"an entry is an archive and its sidecars; got {', '.join(sorted(names))}")
+    return found[0]
+
+
+def _leg_of(files: Sequence[Path], archive: Path) -> str:
+    """The leg id the manifest names (the entries' label, by which a leg's keys are pruned)."""
+    manifest = next(path for path in files if path.name == archive.name + ".json")
+    try:
+        leg = json.loads(manifest.read_text(encoding="utf-8"))["leg"]["id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return archive.name
+    return leg if isinstance(leg, str) and leg else archive.name
+
+
+def _sidecar_digest(files: Sequence[Path], archive: Path) -> str:
+    """The archive's sha256 as its `.sha256` records it (published: checked against the bytes)."""
+    sidecar = next((path for path in files if path.name == archive.name + ".sha256"), None)
+    words = sidecar.read_text(encoding="ascii").split()[:1] if sidecar else []
+    return words[0] if words and re.fullmatch(r"[0-9a-f]{64}", words[0]) else sha256_file(archive)
+
+
+def _entry_bytes(files: Sequence[Path], archive: Path) -> bytes:
+    small = {path.name: base64.b64encode(path.read_bytes()).decode("ascii") for path in files if path != archive}
+    return json.dumps({"format": ENTRY_FORMAT, "archive": archive.name, "files": small}, sort_keys=True,
+                      indent=1).encode("utf-8")
+
+
+def github_release(location: str) -> ReleaseLocation:
+    """Owner/repo, tag and keys kept per leg of `github:<owner>/<repo>@<tag>[?keep=N]`."""
+    rest, _, query = location[len("github:"):].partition("?")
+    repo, _, tag = rest.partition("@")
+    keep = query.removeprefix("keep=") if query.startswith("keep=") else ("" if not query else "bad")
+    if repo.count("/") != 1 or not tag or (query and not (keep.isascii() and keep.isdigit() and int(keep) > 0)):
+        raise CacheError(f"binary_cache={location}: write github:<owner>/<repo>@<release tag>, optionally with "
+                         "?keep=N, the keys kept per leg (a positive integer; default 2)")
+    return ReleaseLocation(repo, tag, int(keep) if query else KEEP_DEFAULT)
 
 
 def store_for(location: str, environ: Mapping[str, str]) -> Store:
     if location.startswith("github:"):
-        repo, tag = github_release(location)
+        repo, tag, keep = github_release(location)
         return GitHubReleaseStore(repo, tag, environ.get("GITHUB_TOKEN", ""),
-                                  environ.get("GITHUB_API_URL", DEFAULT_API))
+                                  environ.get("GITHUB_API_URL", DEFAULT_API), keep)
     if is_url(location):
         return HttpStore(location)
     return DirectoryStore(Path(location))

@@ -2,12 +2,15 @@
 
     python -m backends.ci changed-engines --base REF --head REF
         the `engine=` value a pull request builds: a comma list, `all`, or `none`
-    python -m backends.ci plan-outputs [--matrix FILE]
-        split `scons -Q ci-matrix` JSON into the job outputs of the plan job
+    python -m backends.ci plan-outputs --release true|false [--matrix FILE]
+        split `scons -Q ci-matrix` JSON into the job outputs of the plan job: the legs whose
+        inputs are all pinned run; the others are listed (job summary, one warning) and left
+        out, or, for a release (`--release true`), fail the job before anything is built
     python -m backends.ci setup --leg ID
         what a leg's runner must install, derived from the leg's plan
 
-Outputs go to `$GITHUB_OUTPUT` when it is set, else to stdout (`key=value` lines).
+Outputs go to `$GITHUB_OUTPUT` when it is set, else to stdout (`key=value` lines); the
+job summary to `$GITHUB_STEP_SUMMARY`, else to stderr.
 Run with `PYTHONPATH=site_scons` from the project root.
 """
 from __future__ import annotations
@@ -19,12 +22,15 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from .model.matrix import Matrix, engine_names, load_matrix
 from .model.plan import Command, Plan
 from .model.recipes import plan_all
 from .sign import applies_to as signs
+
+if TYPE_CHECKING:
+    from .inputs import Input
 
 # A change under any of these can alter every leg: build everything.
 SHARED_PREFIXES: tuple[str, ...] = ("site_scons/", ".github/", "tools/")
@@ -32,12 +38,21 @@ SHARED_FILES: tuple[str, ...] = ("SConstruct", "requirements.txt")
 # Per-engine trees: `<dir>/<engine>/...`; `variants/<engine>.toml` is handled apart.
 ENGINE_DIRS: tuple[str, ...] = ("engines", "smoke")
 
-# GitHub-hosted runner labels (docs: "GitHub-hosted runners", standard and arm64 images).
+# GitHub-hosted runner labels GitHub currently offers (docs: "GitHub-hosted runners",
+# standard and arm64 images).
 GITHUB_HOSTED_LABELS: frozenset[str] = frozenset({
     "ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04", "ubuntu-24.04-arm", "ubuntu-22.04-arm",
-    "macos-latest", "macos-26", "macos-15", "macos-14", "macos-15-intel", "macos-13",
+    "macos-latest", "macos-26", "macos-15", "macos-14", "macos-15-intel",
     "windows-latest", "windows-2025", "windows-2022", "windows-11-arm",
 })
+# Labels GitHub has retired, with the current image that replaces each: a job on a retired
+# label waits for a runner that never comes, or fails at once.
+RETIRED_LABELS: Mapping[str, str] = {
+    "ubuntu-18.04": "ubuntu-24.04", "ubuntu-20.04": "ubuntu-24.04",
+    "macos-10.15": "macos-15-intel", "macos-11": "macos-15-intel", "macos-12": "macos-15-intel",
+    "macos-13": "macos-15-intel",
+    "windows-2016": "windows-2025", "windows-2019": "windows-2025",
+}
 
 ALL = "all"
 NONE = "none"
@@ -45,6 +60,10 @@ NONE = "none"
 
 class CiError(RuntimeError):
     """A CI decision that cannot be made; the message says why and what to do."""
+
+
+class UnpinnedRelease(CiError):
+    """A release whose selection has legs with unpinned inputs: nothing may be built."""
 
 
 # -- changed-engines ------------------------------------------------------------------------
@@ -125,6 +144,9 @@ def check_entries(entries: Sequence[Mapping[str, object]]) -> None:
     """Every runner is a GitHub-hosted label; every aggregate's inputs are in the selection."""
     ids = {str(entry["id"]) for entry in entries}
     for entry in entries:
+        if entry["runner"] in RETIRED_LABELS:
+            raise CiError(f"{entry['id']}: runner {entry['runner']!r} was retired by GitHub; "
+                          f"use {RETIRED_LABELS[str(entry['runner'])]!r} in its variants/*.toml entry")
         if entry["runner"] not in GITHUB_HOSTED_LABELS:
             raise CiError(f"{entry['id']}: runner {entry['runner']!r} is not a GitHub-hosted label "
                           f"({', '.join(sorted(GITHUB_HOSTED_LABELS))})")
@@ -152,6 +174,99 @@ def plan_outputs(entries: Sequence[Mapping[str, object]]) -> dict[str, str]:
     }
 
 
+# -- the pin gate: which legs can run --------------------------------------------------------
+
+@dataclass(frozen=True)
+class PinGate:
+    """A selection split by its pins: the entries that run, and the legs that cannot."""
+
+    runnable: list[dict[str, object]]
+    blocked: dict[str, tuple[str, ...]]  # leg id -> its unpinned inputs, or the input legs it waits for
+    missing: list["Input"]  # every unpinned input of the selection, once
+    selected: int
+
+
+def pin_gate(entries: Sequence[Mapping[str, object]], matrix: Matrix) -> PinGate:
+    """Which entries have every input pinned. An aggregate runs only when every leg it
+    needs does (its inputs are their archives)."""
+    from .inputs import collect, unpinned  # here: inputs imports explain, which imports this module
+
+    try:
+        legs = [matrix.leg(str(entry["id"])) for entry in entries]
+    except KeyError as unknown:
+        raise CiError(f"the matrix names leg {unknown.args[0]!r}, which variants/ does not define: pass the "
+                      "`scons -Q ci-matrix` output of this checkout") from None
+    missing = unpinned(collect(plan_all(matrix, legs), matrix))
+    blocked: dict[str, list[str]] = {}
+    for item in missing:
+        for leg_id in item.legs:
+            blocked.setdefault(leg_id, []).append(item.label)
+    needs = {str(entry["id"]): [str(need) for need in entry.get("needs", [])]  # type: ignore[union-attr]
+             for entry in entries}
+    for leg_id in needs:
+        _block_aggregate(leg_id, needs, blocked, set())
+    return PinGate(runnable=[dict(entry) for entry in entries if str(entry["id"]) not in blocked],
+                   blocked={leg_id: tuple(blocked[leg_id]) for leg_id in needs if leg_id in blocked},
+                   missing=missing, selected=len(entries))
+
+
+def _block_aggregate(leg_id: str, needs: Mapping[str, list[str]], blocked: dict[str, list[str]],
+                     seen: set[str]) -> bool:
+    """Whether `leg_id` cannot run, marking an aggregate blocked by the legs it needs."""
+    if leg_id in blocked:
+        return True
+    if leg_id in seen:
+        return False
+    seen.add(leg_id)
+    waits = [need for need in needs.get(leg_id, []) if _block_aggregate(need, needs, blocked, seen)]
+    if waits:
+        blocked[leg_id] = [f"its input leg {need}" for need in waits]
+    return bool(waits)
+
+
+def gate_report(gate: PinGate) -> str:
+    """The job summary's list of the legs that do not run, and what pins them."""
+    from .inputs import unpinned_message
+    lines = [f"### {len(gate.blocked)} of {gate.selected} selected legs not run: unpinned inputs", "",
+             "| leg | unpinned |", "|---|---|"]
+    lines += [f"| `{leg_id}` | {', '.join(why)} |" for leg_id, why in gate.blocked.items()]
+    return "\n".join([*lines, "", unpinned_message(gate.missing), ""])
+
+
+def gate_annotation(gate: PinGate, release: bool) -> str:
+    """The one annotation a gated selection gets: a warning, or for a release the error."""
+    from .inputs import unpinned_message
+    count = f"{len(gate.blocked)} of {gate.selected} selected legs"
+    if release:
+        return annotation("error", "unpinned inputs", f"a release builds pinned inputs only: {count} have unpinned "
+                          "inputs, so nothing is built (the job summary lists them). "
+                          + unpinned_message(gate.missing))
+    return annotation("warning", "legs not run: unpinned inputs",
+                      f"{count} not run, their inputs are unpinned (the job summary lists them); the other "
+                      f"{len(gate.runnable)} run. " + unpinned_message(gate.missing))
+
+
+def annotation(level: str, title: str, message: str) -> str:
+    """A workflow command (`::warning title=...::...`), escaped as the runner reads it."""
+    def data(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return f"::{level} title={data(title).replace(':', '%3A').replace(',', '%2C')}::{data(message)}"
+
+
+def gated_outputs(entries: Sequence[Mapping[str, object]], matrix: Matrix, release: bool,
+                  environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The plan job's outputs for the entries whose inputs are all pinned; the others are
+    listed once (summary and one annotation), or fail a release before anything is built."""
+    gate = pin_gate(entries, matrix)
+    if gate.blocked:
+        write_summary(gate_report(gate), environ)
+        print(gate_annotation(gate, release), flush=True)
+        if release:
+            raise UnpinnedRelease(f"{len(gate.blocked)} of {gate.selected} selected legs have unpinned inputs: "
+                                  "a release needs every input pinned")
+    return plan_outputs(gate.runnable)
+
+
 def _compact(payload: object) -> str:
     return json.dumps(payload, separators=(",", ":"))
 
@@ -161,6 +276,13 @@ def _flag(value: bool) -> str:
 
 
 # -- setup ----------------------------------------------------------------------------------
+
+# The leg job's time limits (_legs.yml): GitHub stops a job at 360 minutes. The scons step
+# stops first, so the compiler cache is still saved (`if: always()`) when it fails or runs
+# out of time, and a re-run continues from it; a leg whose cold build (`cold_hours`) needs
+# longer says so in `scons list`.
+BUILD_STEP_MINUTES = 300
+JOB_MINUTES = 345
 
 @dataclass(frozen=True)
 class Setup:
@@ -175,6 +297,7 @@ class Setup:
     python_build_deps: bool
     sign: bool
     probes: tuple[str, ...] = ()  # backends.probes modules the build runs; CI runs each with --install first
+    free_disk: bool = False  # remove the Linux runner's preinstalled SDKs first (the leg's `free_disk`)
 
     def outputs(self) -> dict[str, str]:
         return {
@@ -187,6 +310,7 @@ class Setup:
             "python_build_deps": _flag(self.python_build_deps),
             "sign": _flag(self.sign),
             "probes": " ".join(self.probes),
+            "free_disk": _flag(self.free_disk),
         }
 
 
@@ -258,6 +382,7 @@ def leg_setup(plan: Plan, pins: Mapping[str, str]) -> Setup:
         python_build_deps=bool(plan.build),
         sign=signs(leg),
         probes=probes(plan),
+        free_disk=leg.free_disk,
     )
 
 
@@ -283,6 +408,17 @@ def write_outputs(outputs: Mapping[str, str], environ: Mapping[str, str] | None 
         sys.stdout.write(lines)
 
 
+def write_summary(markdown: str, environ: Mapping[str, str] | None = None) -> None:
+    """Append to the job summary ($GITHUB_STEP_SUMMARY), or to stderr outside CI."""
+    environ = os.environ if environ is None else environ
+    target = environ.get("GITHUB_STEP_SUMMARY")
+    if target:
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")
+    else:
+        sys.stderr.write(markdown + "\n")
+
+
 def _read_matrix(path: str) -> object:
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
     try:
@@ -301,6 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     changed.add_argument("--head", required=True)
     outputs = sub.add_parser("plan-outputs", help="job outputs from `scons -Q ci-matrix` JSON")
     outputs.add_argument("--matrix", default="-", help="file with the JSON, - for stdin (default)")
+    outputs.add_argument("--release", required=True, choices=("true", "false"),
+                         help="true: a release, which fails on any unpinned input; false: legs with unpinned "
+                              "inputs are listed and left out (a boolean input as GitHub renders it)")
     setup = sub.add_parser("setup", help="what a leg's runner must install")
     setup.add_argument("--leg", required=True)
     args = parser.parse_args(argv)
@@ -308,7 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "changed-engines":
             print(changed_engines(args.base, args.head, args.root))
         elif args.command == "plan-outputs":
-            write_outputs(plan_outputs(matrix_entries(_read_matrix(args.matrix))))
+            entries = matrix_entries(_read_matrix(args.matrix))
+            write_outputs(gated_outputs(entries, load_matrix(args.root), args.release == "true"))
         else:
             write_outputs(setup_for(args.leg, load_matrix(args.root)).outputs())
     except CiError as error:

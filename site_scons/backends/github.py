@@ -1,5 +1,9 @@
-"""The few GitHub REST endpoints the project calls: releases (release.py) and pull requests
-(pin_refresh.py). The token travels only in a header; 5xx answers are retried."""
+"""The few GitHub REST endpoints the project calls: releases (release.py, the binary cache's
+release store) and pull requests (pin_refresh.py). The token travels only in a header; 5xx
+answers are retried. A rate limit (403/429 with GitHub's rate-limit headers, docs.github.com
+"Rate limits for the REST API") is waited out when it lifts within RATE_LIMIT_WAIT, said
+while waiting, and otherwise a RateLimited error saying when it lifts: never a quiet failure.
+Each client counts the requests it makes (`requests`) and the quota GitHub reports left."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +11,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TextIO
 
@@ -20,6 +25,10 @@ PER_PAGE = 100
 RETRY_STATUSES = (500, 502, 503, 504)
 ATTEMPTS = 3
 TIMEOUT = (30, 600)  # connect, read: uploads of large archives take minutes
+# Rate limits: the whole wait one client may spend on them (a primary limit resets within the
+# hour; a leg job has hours, a lookup that could not be made fails its run instead).
+RATE_LIMIT_WAIT = 900.0
+SECONDARY_WAIT = 60.0  # GitHub: "otherwise, wait for at least one minute", doubled on each repeat
 
 
 class GitHubError(RuntimeError):
@@ -30,9 +39,19 @@ class GitHubError(RuntimeError):
         self.status = status  # the HTTP status GitHub answered with; 0 when there was none
 
 
+class RateLimited(GitHubError):
+    """GitHub's rate limit refused a call for longer than the client may wait; the message
+    says which limit, when it lifts and how long was waited."""
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 class GitHub:
     def __init__(self, api: str, repo: str, token: str, session: requests.Session | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
+                 notice: Callable[[str], None] = _stderr) -> None:
         import requests
 
         self.api = api.rstrip("/")
@@ -41,80 +60,177 @@ class GitHub:
         self.session.headers.update({"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
                                      "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "anira-backends"})
         self.sleep = sleep
+        self.clock = clock
+        self.notice = notice
+        self.requests = 0  # requests sent, each counting against the token's hourly quota
+        self.remaining: int | None = None  # x-ratelimit-remaining of the last answer
+        self.rate_waited = 0.0
+
+    def _request(self, method: str, url: str, upload: Path | None, **kwargs: Any) -> requests.Response:
+        self.requests += 1
+        if upload is None:
+            response = self.session.request(method, url, timeout=TIMEOUT, **kwargs)
+        else:
+            with upload.open("rb") as body:
+                response = self.session.request(method, url, data=body, timeout=TIMEOUT, **kwargs)
+        remaining = response.headers.get("x-ratelimit-remaining", "")
+        if remaining.isdigit():
+            self.remaining = int(remaining)
+        return response
 
     def _send(self, method: str, url: str, expect: tuple[int, ...] = (200,), upload: Path | None = None,
               **kwargs: Any) -> requests.Response:
         import requests
 
         what = f"{method} {url.split('?')[0]}"
-        for attempt in range(1, ATTEMPTS + 1):
+        failures = secondary = 0
+        while True:
             try:
-                if upload is not None:
-                    with upload.open("rb") as body:
-                        response = self.session.request(method, url, data=body, timeout=TIMEOUT, **kwargs)
-                else:
-                    response = self.session.request(method, url, timeout=TIMEOUT, **kwargs)
+                response = self._request(method, url, upload, **kwargs)
             except requests.ConnectionError as error:
-                if attempt == ATTEMPTS:
+                failures += 1
+                if failures == ATTEMPTS:
                     raise GitHubError(f"GitHub API {what}: {type(error).__name__}") from None
-            else:
-                if response.status_code in expect:
-                    return response
-                if response.status_code not in RETRY_STATUSES or attempt == ATTEMPTS:
-                    raise GitHubError(f"GitHub API {what}: HTTP {response.status_code} {_api_message(response)}",
-                                      response.status_code)
-            self.sleep(2 ** attempt)
-        raise AssertionError("unreachable")
+                self.sleep(2 ** failures)
+                continue
+            if response.status_code in expect:
+                return response
+            limit = rate_limit(response, self.clock(), SECONDARY_WAIT * 2 ** secondary)
+            if limit is not None:
+                secondary += limit.secondary
+                self._wait_out(what, limit)
+                continue
+            failures += 1
+            if response.status_code not in RETRY_STATUSES or failures == ATTEMPTS:
+                raise GitHubError(f"GitHub API {what}: HTTP {response.status_code} {_api_message(response)}",
+                                  response.status_code)
+            self.sleep(2 ** failures)
 
-    def _pages(self, path: str) -> list[dict[str, Any]]:
+    def _wait_out(self, what: str, limit: Limit) -> None:
+        """Sleep until `limit` lifts, or raise RateLimited when that is beyond what is left of
+        RATE_LIMIT_WAIT."""
+        lifts = time.strftime("%H:%M:%S UTC", time.gmtime(self.clock() + limit.wait))
+        if self.rate_waited + limit.wait > RATE_LIMIT_WAIT:
+            raise RateLimited(f"GitHub API {what}: {limit.why}; it lifts at {lifts}, in {limit.wait:.0f} s, beyond "
+                              f"what this run waits for rate limits ({RATE_LIMIT_WAIT:.0f} s, {self.rate_waited:.0f} s "
+                              f"of it spent; {self.requests} requests made here). A job token has 1,000 requests per "
+                              "hour per repository: run again after that time", limit.status)
+        self.notice(f"GitHub API {what}: {limit.why}; waiting {limit.wait:.0f} s, until {lifts}")
+        self.rate_waited += limit.wait
+        self.sleep(limit.wait)
+
+    def _pages(self, path: str, stop: Callable[[list[dict[str, Any]]], bool] = lambda batch: False
+               ) -> list[dict[str, Any]]:
+        """Every item of a listing, page by page; `stop(batch)` true ends it early."""
         items: list[dict[str, Any]] = []
         for page in range(1, 1000):
             batch = self._send("GET", f"{self.api}{path}", params={"per_page": PER_PAGE, "page": page}).json()
             items += batch
-            if len(batch) < PER_PAGE:
+            if len(batch) < PER_PAGE or stop(batch):
                 return items
         raise GitHubError(f"{path}: more than 1000 pages")
 
     # -- releases ---------------------------------------------------------------------------
 
+    def releases_named(self, tag: str) -> list[dict[str, Any]]:
+        """The releases of `tag`, by listing (/releases/tags/{tag} does not return drafts; the
+        listing shows drafts only to a token with push access, i.e. contents: write). The
+        listing is read until the page holding the first match: newest first, so drafts made
+        at once sit side by side. Each release carries its assets."""
+        def named(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [r for r in batch if r.get("tag_name") == tag]
+
+        return named(self._pages(f"/repos/{self.repo}/releases", stop=lambda batch: bool(named(batch))))
+
     def find_release(self, tag: str) -> dict[str, Any] | None:
-        """By listing: /releases/tags/{tag} does not return drafts."""
-        return next((r for r in self._pages(f"/repos/{self.repo}/releases") if r.get("tag_name") == tag), None)
+        """The release of `tag`: the published one, else the oldest draft. Drafts do not
+        reserve their tag, so two made at once are two; every reader and writer picks the
+        same one."""
+        return choose_release(self.releases_named(tag))
+
+    def ensure_draft(self, tag: str, body: str) -> tuple[dict[str, Any], bool]:
+        """The release of `tag` (found), else a new draft; True when this call made it. After
+        making one the listing is read again, and a surplus draft made by a concurrent writer's
+        race is deleted when it is this call's own. A 422 (a published release took the tag
+        meanwhile) is answered the same way: the listing is read again."""
+        found = self.find_release(tag)
+        if found is not None:
+            return found, False
+        try:
+            mine = self.create_draft(tag, body)
+        except GitHubError as error:
+            if error.status != 422:
+                raise
+            found = self.find_release(tag)
+            if found is None:
+                raise
+            return found, False
+        chosen = self.find_release(tag) or mine
+        if chosen["id"] != mine["id"]:
+            self.delete_release(mine)
+        return chosen, chosen["id"] == mine["id"]
 
     def create_draft(self, tag: str, body: str) -> dict[str, Any]:
         return self._send("POST", f"{self.api}/repos/{self.repo}/releases", expect=(201,),
                           json={"tag_name": tag, "name": tag, "body": body, "draft": True}).json()
 
-    def create_prerelease(self, tag: str, body: str) -> dict[str, Any]:
-        """A published pre-release (the binary cache's store: never a draft, which only
-        the token's owner could read)."""
-        return self._send("POST", f"{self.api}/repos/{self.repo}/releases", expect=(201,),
-                          json={"tag_name": tag, "name": tag, "body": body, "prerelease": True}).json()
-
     def update(self, release: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
         return self._send("PATCH", f"{self.api}/repos/{self.repo}/releases/{release['id']}", json=fields).json()
 
-    def assets(self, release: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def delete_release(self, release: Mapping[str, Any]) -> None:
+        self._send("DELETE", f"{self.api}/repos/{self.repo}/releases/{release['id']}", expect=(204, 404))
+
+    def assets(self, release: Mapping[str, Any], fresh: bool = False) -> list[dict[str, Any]]:
+        """The release's assets: those it was listed with, unless `fresh` (or it came without
+        them), then read again page by page."""
+        listed = release.get("assets")
+        if isinstance(listed, list) and not fresh:
+            return list(listed)
         return self._pages(f"/repos/{self.repo}/releases/{release['id']}/assets")
 
     def delete_asset(self, asset: Mapping[str, Any]) -> None:
-        self._send("DELETE", f"{self.api}/repos/{self.repo}/releases/assets/{asset['id']}", expect=(204,))
+        """Gone already (a concurrent writer's delete) is as good as deleted."""
+        self._send("DELETE", f"{self.api}/repos/{self.repo}/releases/assets/{asset['id']}", expect=(204, 404))
 
     def download(self, asset: Mapping[str, Any], target: Path) -> None:
-        """An asset's bytes into `target` (through a temp beside it)."""
+        """An asset's bytes into `target` (through a temp beside it): one API request, as a
+        draft's assets have no public URL. GitHub may redirect to its storage host; requests
+        drops the token on a redirect to another host."""
         url = f"{self.api}/repos/{self.repo}/releases/assets/{asset['id']}"
         response = self._send("GET", url, headers={"Accept": "application/octet-stream"}, stream=True)
         temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        with response, open(temp, "wb") as out:
-            for chunk in response.iter_content(1 << 20):
-                out.write(chunk)
-        os.replace(temp, target)
+        try:
+            with response, open(temp, "wb") as out:
+                for chunk in response.iter_content(1 << 20):
+                    out.write(chunk)
+            os.replace(temp, target)
+        finally:
+            temp.unlink(missing_ok=True)
 
-    def upload(self, release: Mapping[str, Any], path: Path, name: str) -> dict[str, Any]:
+    def upload(self, release: Mapping[str, Any], path: Path, name: str, label: str = "") -> dict[str, Any]:
         url = str(release["upload_url"]).split("{", 1)[0]
-        return self._send("POST", url, expect=(201,), upload=path, params={"name": name},
+        params = {"name": name, **({"label": label} if label else {})}
+        return self._send("POST", url, expect=(201,), upload=path, params=params,
                           headers={"Content-Type": "application/octet-stream",
                                    "Content-Length": str(path.stat().st_size)}).json()
+
+    def upload_replacing(self, release: Mapping[str, Any], path: Path, name: str, sha256: str,
+                         label: str = "") -> dict[str, Any]:
+        """Upload `path` as `name`. GitHub answers 422 when the name is taken: by a concurrent
+        writer, or by a half-finished upload (state `starter`, left by a 502). Then the assets
+        are read again: the same bytes, uploaded, are kept; anything else is deleted and the
+        upload made once more."""
+        try:
+            return self.upload(release, path, name, label)
+        except GitHubError as error:
+            if error.status != 422:
+                raise
+        there = next((a for a in self.assets(release, fresh=True) if a.get("name") == name), None)
+        if there is not None and holds(there, path.stat().st_size, sha256):
+            return there
+        if there is not None:
+            self.delete_asset(there)
+        return self.upload(release, path, name, label)
 
     # -- pull requests ----------------------------------------------------------------------
 
@@ -131,6 +247,63 @@ class GitHub:
 
     def update_pull(self, pull: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
         return self._send("PATCH", f"{self.api}/repos/{self.repo}/pulls/{pull['number']}", json=fields).json()
+
+    def usage(self) -> str:
+        """What this client spent, for a job's log."""
+        left = f", {self.remaining} left this hour" if self.remaining is not None else ""
+        return f"GitHub API: {self.requests} requests{left}"
+
+
+def choose_release(releases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Of the releases of one tag: the published one, else the oldest draft (lowest id)."""
+    published = [r for r in releases if not r.get("draft")]
+    return (published or sorted(releases, key=lambda r: int(r["id"])) or [None])[0]
+
+
+def holds(asset: Mapping[str, Any], size: int, sha256: str) -> bool:
+    """Whether a remote asset is these bytes: completely uploaded (a 502 can leave one in state
+    `starter`), the same size, and the same sha256 where GitHub reports a digest."""
+    if asset.get("state", "uploaded") != "uploaded" or asset.get("size") != size:
+        return False
+    digest = asset.get("digest")
+    return not digest or digest == f"sha256:{sha256}"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A rate limit GitHub answered with: why (for messages), seconds to wait, the status, and
+    whether it is a secondary limit (whose waits grow when it repeats)."""
+
+    why: str
+    wait: float
+    status: int
+    secondary: bool
+
+
+def rate_limit(response: requests.Response, now: float, fallback: float) -> Limit | None:
+    """The rate limit a 403/429 answer reports (None: it is no rate limit, e.g. a missing
+    permission). GitHub's rules: `retry-after` seconds when given; a primary limit
+    (`x-ratelimit-remaining: 0`) lifts at `x-ratelimit-reset` (epoch seconds); any other
+    secondary limit after at least a minute (`fallback`)."""
+    status = response.status_code
+    if status not in (403, 429):
+        return None
+    headers = response.headers
+    retry_after = headers.get("retry-after", "").strip()
+    remaining, reset = headers.get("x-ratelimit-remaining", "").strip(), headers.get("x-ratelimit-reset", "").strip()
+    if retry_after.isdigit():
+        return Limit(f"HTTP {status}, a secondary rate limit (retry-after: {retry_after} s)",
+                     max(float(retry_after), 1.0), status, True)
+    if remaining == "0" and reset.isdigit():
+        used = f"{headers.get('x-ratelimit-used', '?')} of {headers.get('x-ratelimit-limit', '?')}"
+        return Limit(f"HTTP {status}, the primary rate limit ({used} requests this hour used, "
+                     f"resource {headers.get('x-ratelimit-resource', 'core')})", max(int(reset) - now, 0.0) + 1.0,
+                     status, False)
+    message = _api_message(response)
+    if status == 429 or "rate limit" in message.lower():
+        return Limit(f"HTTP {status}, a secondary rate limit ({message.strip() or 'no reset given'})", fallback,
+                     status, True)
+    return None
 
 
 def _api_message(response: requests.Response) -> str:

@@ -9,8 +9,12 @@ one), uploads each present archive with its `.json` manifest and a `SHA256SUMS` 
 every uploaded archive, and publishes the draft only when every required leg is present.
 Otherwise the draft stays, the missing legs are named and the exit status is 1.
 
-Re-running is safe: an asset whose size and sha256 match is skipped, a different one is
-deleted and uploaded again, so a release never holds duplicates or stale bytes.
+Re-running is safe ("Re-run failed jobs" runs this again): the tag's draft is found and
+reused, an asset whose size and sha256 match is skipped, a different or half-uploaded one
+(state other than `uploaded`) is deleted and uploaded again, and a name GitHub reports taken
+(422) is read again and replaced, so a release never holds duplicates or stale bytes. A
+published release is never changed (Immutable Releases would refuse it anyway). GitHub's
+rate limit is waited out within a bound, else the command fails naming when it lifts.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .github import GitHub, GitHubError, add_api_arguments, redacting_printer
+from .github import GitHub, GitHubError, add_api_arguments, holds, redacting_printer
 from .steps.files import sha256_file
 
 SUMS_NAME = "SHA256SUMS"
@@ -152,15 +156,12 @@ def _note_row(manifest: Mapping[str, Any]) -> str:
 def same_asset(remote: Mapping[str, Any], local: Asset) -> bool:
     """Same size, and same sha256 where GitHub reports a digest; a half-finished upload
     (state other than "uploaded") never counts."""
-    if remote.get("state", "uploaded") != "uploaded" or remote.get("size") != local.size:
-        return False
-    digest = remote.get("digest")
-    return not digest or digest == f"sha256:{local.sha256}"
+    return holds(remote, local.size, local.sha256)
 
 
 def sync_assets(github: GitHub, release: Mapping[str, Any], assets: Sequence[Asset],
                 say: Callable[[str], None]) -> None:
-    remote = {a["name"]: a for a in github.assets(release)}
+    remote = {a["name"]: a for a in github.assets(release)}  # as listed with the release: no request
     for asset in assets:
         existing = remote.pop(asset.name, None)
         if existing is not None and same_asset(existing, asset):
@@ -168,7 +169,7 @@ def sync_assets(github: GitHub, release: Mapping[str, Any], assets: Sequence[Ass
             continue
         if existing is not None:
             github.delete_asset(existing)
-        github.upload(release, asset.path, asset.name)
+        github.upload_replacing(release, asset.path, asset.name, asset.sha256)
         say(f"{'replaced' if existing is not None else 'uploaded'} {asset.name} ({asset.size} bytes)")
     for name in sorted(remote):
         say(f"warning: {name} is on the release but not in this selection; left as is")
@@ -182,14 +183,13 @@ def release(github: GitHub, tag: str, dist: Path, entries: Sequence[Mapping[str,
     assets = release_assets(legs, dist)
     notes = release_notes(tag, legs)
     missing = [leg for leg in legs if leg.missing]
-    existing = github.find_release(tag)
-    if existing is not None and not existing.get("draft"):
-        return _already_published(github, existing, assets, missing, say)
-    if existing is None:
-        draft = github.create_draft(tag, notes)
+    draft, made = github.ensure_draft(tag, notes)
+    if not draft.get("draft"):
+        return _already_published(github, draft, assets, missing, say)
+    if made:
         say(f"created draft release {tag}")
-    else:
-        draft = github.update(existing, body=notes)
+    else:  # a re-run: the draft an earlier attempt made
+        draft = github.update(draft, body=notes)
         say(f"updating draft release {tag}")
     sync_assets(github, draft, assets, say)
     if missing:
@@ -233,7 +233,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             raise ReleaseError(f"--repo {args.repo!r}: expected owner/name")
         if not args.dist.is_dir():
             raise ReleaseError(f"--dist {args.dist} is not a directory")
-        return release(GitHub(args.api, args.repo, token), args.tag, args.dist, load_matrix(args.matrix), say)
+        github = GitHub(args.api, args.repo, token)
+        try:
+            return release(github, args.tag, args.dist, load_matrix(args.matrix), say)
+        finally:
+            say(github.usage())
     except (ReleaseError, GitHubError) as error:
         say(f"error: {error}", sys.stderr)
         return 2

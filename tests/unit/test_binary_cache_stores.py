@@ -4,6 +4,7 @@ rate, retries, progress) against a small server in a thread; the HTTP store also
 nginx in tests/integration."""
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -14,8 +15,9 @@ from typing import Callable, Iterator
 import pytest
 
 from backends import binary_cache
-from backends.binary_cache import (CacheError, DirectoryStore, GitHubReleaseStore, HttpStore, ReadOnly, store_for,
-                                   sweep_store)
+from backends import github as github_api
+from backends.binary_cache import (CacheError, DirectoryStore, GitHubReleaseStore, HttpStore, LookupFailed, ReadOnly,
+                                   store_for, sweep_store)
 from backends.buildtree import sweep_stale_temps, temp_places
 from backends.locks import FileLock
 from backends.steps.archive import sha256_sidecar
@@ -28,6 +30,8 @@ KEY = "ab" * 32
 def github() -> Iterator[FakeGitHub]:
     with serve() as state:
         yield state
+
+
 ARCHIVE = "pkg-1.0-Linux-x86_64-shared.zip"
 
 
@@ -60,27 +64,6 @@ def test_directory_store_replaces_an_entry_with_other_bytes(tmp_path: Path) -> N
     store.put(KEY, _entry(tmp_path / "bad", b"PK corrupt!"))
     store.put(KEY, _entry(tmp_path / "good"))
     assert (tmp_path / "cache" / KEY / ARCHIVE).read_bytes() == b"PK archive"
-
-
-def test_github_release_store(github: FakeGitHub, tmp_path: Path) -> None:
-    store = store_for(f"github:{REPO}@binary-cache", {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": github.base})
-    assert isinstance(store, GitHubReleaseStore)
-    assert not store.fetch(KEY, ARCHIVE, tmp_path / "got")  # no release yet: a miss
-    store.put(KEY, _entry(tmp_path / "dist"))
-    release = github.release("binary-cache")
-    assert release["prerelease"] and not release["draft"]
-    assert github.asset_names("binary-cache") == [f"{KEY}-{ARCHIVE}.sha256", f"{KEY}-{ARCHIVE}",
-                                                  f"{KEY}-{ARCHIVE}.json"]  # the manifest last
-    fresh = store_for(f"github:{REPO}@binary-cache", {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": github.base})
-    assert fresh.fetch(KEY, ARCHIVE, tmp_path / "got")
-    assert (tmp_path / "got" / ARCHIVE).read_bytes() == b"PK archive"
-    assert not fresh.fetch("cd" * 32, ARCHIVE, tmp_path / "other")
-
-
-def test_github_release_store_without_a_token_is_read_only(github: FakeGitHub, tmp_path: Path) -> None:
-    store = store_for(f"github:{REPO}@binary-cache", {"GITHUB_API_URL": github.base})
-    with pytest.raises(ReadOnly, match="no GITHUB_TOKEN"):
-        store.put(KEY, _entry(tmp_path / "dist"))
 
 
 # -- a directory store: housekeeping --------------------------------------------------------
@@ -183,6 +166,212 @@ def test_a_run_start_sweeps_download_temps_under_build_binary_cache(tmp_path: Pa
     (temp.parent / ARCHIVE).write_bytes(b"kept")
     assert sweep_stale_temps(*temp_places(build, tmp_path / "dist", tmp_path / "cache")) == [temp]
     assert (temp.parent / ARCHIVE).exists()
+
+
+# -- a GitHub release -------------------------------------------------------------------------
+
+LEG = "pkg-linux-x86_64-shared"
+CACHE_TAG = "binary-cache"
+
+
+def _github_store(github: FakeGitHub, keep: str = "", token: str = TOKEN) -> GitHubReleaseStore:
+    store = store_for(f"github:{REPO}@{CACHE_TAG}{keep}", {"GITHUB_TOKEN": token, "GITHUB_API_URL": github.base})
+    assert isinstance(store, GitHubReleaseStore)
+    return store
+
+
+def _signed_entry(where: Path, data: bytes = b"PK archive", leg: str = LEG) -> list[Path]:
+    """An entry as a signing writer stores it: the signature, the manifest (naming its leg), the
+    .sha256 and the archive."""
+    files = _entry(where, data)
+    files[0].write_text(json.dumps({"leg_key": KEY, "leg": {"id": leg}}))
+    signature = where / (ARCHIVE + ".sig")
+    signature.write_text('{"signature": "by the CI key"}\n')
+    return [signature, *files]
+
+
+def _names(github: FakeGitHub) -> list[str]:
+    return github.asset_names(CACHE_TAG)
+
+
+def test_github_release_store_round_trip_in_a_draft(github: FakeGitHub, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    store = _github_store(github)
+    assert not store.fetch(KEY, ARCHIVE, tmp_path / "got")  # no release yet: a miss, and said
+    assert f"no release {CACHE_TAG} can be seen" in capsys.readouterr().err
+    files = _signed_entry(tmp_path / "dist")
+    store.put(KEY, files)
+    release = github.release(CACHE_TAG)
+    # A draft: Immutable Releases lock a published (pre-)release's assets, never a draft's.
+    assert release["draft"] and not release["prerelease"]
+    assert _names(github) == [f"{KEY}-{ARCHIVE}", f"{KEY}-{ARCHIVE}.entry"]  # the .entry last
+    assert {a["label"] for a in github.assets[release["id"]]} == {LEG}
+    fresh = _github_store(github)
+    before = len(github.calls)
+    assert fresh.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert len(github.calls) - before == 3  # one listing (it carries the assets), two downloads
+    for path in files:
+        assert (tmp_path / "got" / path.name).read_bytes() == path.read_bytes()
+    assert not fresh.fetch("cd" * 32, ARCHIVE, tmp_path / "other")
+    assert len(github.calls) - before == 3  # the listing is read once per run
+
+
+def test_github_release_store_with_a_read_only_token(github: FakeGitHub, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    _github_store(github).put(KEY, _signed_entry(tmp_path / "dist"))
+    github.push_access = False  # contents: read: GitHub lists no drafts
+    assert not _github_store(github).fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert "GitHub lists them only to tokens with contents: write" in capsys.readouterr().err
+    with pytest.raises(ReadOnly, match="Resource not accessible by integration"):
+        _github_store(github).put("cd" * 32, _signed_entry(tmp_path / "dist"))
+    with pytest.raises(ReadOnly, match="no GITHUB_TOKEN"):
+        _github_store(github, token="").put(KEY, _signed_entry(tmp_path / "dist"))
+
+
+def test_immutable_releases_do_not_stop_the_store(github: FakeGitHub, tmp_path: Path) -> None:
+    github.immutable = True
+    for number, data in enumerate([b"PK first", b"PK second"]):
+        _github_store(github).put(f"{number:02d}" * 32, _signed_entry(tmp_path / f"dist{number}", data))
+    assert len(_names(github)) == 4 and not github.release(CACHE_TAG)["immutable"]
+
+
+def test_a_published_immutable_cache_release_is_read_only_and_says_what_to_do(github: FakeGitHub,
+                                                                               tmp_path: Path) -> None:
+    github.immutable = True
+    github.add_release(CACHE_TAG, draft=False, prerelease=True)  # as an earlier version made it
+    with pytest.raises(ReadOnly, match="published and immutable .* delete it, and the next store makes the "
+                                       "binary cache a draft"):
+        _github_store(github).put(KEY, _signed_entry(tmp_path / "dist"))
+    assert _names(github) == []
+
+
+def test_a_leg_keeps_its_newest_keys(github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    keys = [f"{n}{n}" * 32 for n in range(1, 5)]
+    for number, key in enumerate(keys[:3]):
+        _github_store(github).put(key, _signed_entry(tmp_path / f"d{number}", f"PK {number}".encode()))
+    _github_store(github).put(keys[3], _signed_entry(tmp_path / "other", leg="another-leg"))
+    assert sorted({name[:64] for name in _names(github)}) == sorted(keys[1:])  # the default: 2 per leg
+    assert f"removed 1 older key(s) of {LEG} (the newest 2 are kept)" in capsys.readouterr().err
+    _github_store(github, keep="?keep=1").put(keys[1], _signed_entry(tmp_path / "d1", b"PK 1"))  # stored again
+    assert sorted({name[:64] for name in _names(github)}) == sorted(keys[1::2])  # re-stored counts as newest
+
+
+@pytest.mark.parametrize("location", [f"github:{REPO}@{CACHE_TAG}?keep=0", f"github:{REPO}@{CACHE_TAG}?keep=x",
+                                      f"github:{REPO}@{CACHE_TAG}?kept=2", f"github:{REPO}"])
+def test_a_bad_release_location_names_the_syntax(location: str) -> None:
+    with pytest.raises(CacheError, match=r"github:<owner>/<repo>@<release tag>, optionally with \?keep=N"):
+        store_for(location, {})
+
+
+def test_a_half_uploaded_asset_is_deleted_and_uploaded_again(github: FakeGitHub, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(github_api, "ATTEMPTS", 2)
+    store = _github_store(github)
+    store.client.sleep = lambda seconds: None
+    github.break_upload = {f"{KEY}-{ARCHIVE}"}  # GitHub answers 502 and keeps an asset in state `starter`
+    store.put(KEY, _signed_entry(tmp_path / "dist"))
+    assets = github.assets[github.release(CACHE_TAG)["id"]]
+    assert [(a["name"], a["state"]) for a in assets] == [(f"{KEY}-{ARCHIVE}", "uploaded"),
+                                                          (f"{KEY}-{ARCHIVE}.entry", "uploaded")]
+    assert github.asset_bytes(CACHE_TAG, f"{KEY}-{ARCHIVE}") == b"PK archive"
+    assert _github_store(github).fetch(KEY, ARCHIVE, tmp_path / "got")
+
+
+def test_an_entry_with_an_unfinished_asset_is_a_miss_and_replaced(github: FakeGitHub, tmp_path: Path) -> None:
+    _github_store(github).put(KEY, _signed_entry(tmp_path / "dist"))
+    release = github.release(CACHE_TAG)
+    github.assets[release["id"]][0]["state"] = "starter"
+    assert not _github_store(github).fetch(KEY, ARCHIVE, tmp_path / "got")
+    _github_store(github).put(KEY, _signed_entry(tmp_path / "dist"))
+    assert [a["state"] for a in github.assets[release["id"]]] == ["uploaded", "uploaded"]
+    assert _github_store(github).fetch(KEY, ARCHIVE, tmp_path / "got")
+
+
+def test_concurrent_first_stores_share_one_draft(github: FakeGitHub, tmp_path: Path) -> None:
+    """Drafts do not reserve their tag: two jobs creating the cache release at once make two
+    drafts; both then keep the oldest and the surplus one is deleted."""
+    first, second = _github_store(github), _github_store(github)
+    assert not first.fetch(KEY, ARCHIVE, tmp_path / "a") and not second.fetch(KEY, ARCHIVE, tmp_path / "b")
+    github.add_release(CACHE_TAG, draft=True)  # the other job's draft, made after this one listed
+    second.put("cd" * 32, _signed_entry(tmp_path / "second"))
+    first.put(KEY, _signed_entry(tmp_path / "first"))
+    [release] = github.releases
+    assert sorted(name[:64] for name in github.asset_names(CACHE_TAG)) == sorted([KEY] * 2 + ["cd" * 32] * 2)
+    assert release["draft"]
+
+
+def test_a_published_release_taking_the_tag_meanwhile_is_read_again(github: FakeGitHub, tmp_path: Path) -> None:
+    store = _github_store(github)
+    assert not store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    github.add_release(CACHE_TAG, draft=False, prerelease=True)  # create answers 422 now
+    store.put(KEY, _signed_entry(tmp_path / "dist"))
+    assert len(github.releases) == 1 and len(_names(github)) == 2
+
+
+def test_a_name_taken_by_a_concurrent_writer_is_read_again(github: FakeGitHub, tmp_path: Path) -> None:
+    late = _github_store(github)
+    assert not late.fetch(KEY, ARCHIVE, tmp_path / "got")
+    _github_store(github).put(KEY, _signed_entry(tmp_path / "a", b"PK other build"))
+    _github_store(github).put("cd" * 32, _signed_entry(tmp_path / "c"))
+    late.put(KEY, _signed_entry(tmp_path / "b"))  # its listing is stale: the upload meets 422
+    assert github.asset_bytes(CACHE_TAG, f"{KEY}-{ARCHIVE}") == b"PK archive"
+    assert _names(github).count(f"{KEY}-{ARCHIVE}") == 1
+    assert _github_store(github).fetch(KEY, ARCHIVE, tmp_path / "again")
+    assert (tmp_path / "again" / ARCHIVE).read_bytes() == b"PK archive"
+
+
+def test_an_entry_mixed_by_two_writers_is_refused_before_its_archive_is_downloaded(
+        github: FakeGitHub, tmp_path: Path) -> None:
+    _github_store(github).put(KEY, _signed_entry(tmp_path / "dist"))
+    release = github.release(CACHE_TAG)
+    [body] = [a for a in github.assets[release["id"]] if a["name"] == f"{KEY}-{ARCHIVE}"]
+    body["digest"] = "sha256:" + "0" * 64  # another writer's archive under this key
+    with pytest.raises(CacheError, match=f"the entry {KEY} holds an archive .* other than its .sha256 names"):
+        _github_store(github).fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert github.requests("GET", f"/repos/{REPO}/releases/assets/{body['id']}") == 0
+
+
+@pytest.mark.parametrize("files", [{"../../escape": "eA=="}, {f"{ARCHIVE}.json": "e30="}, {}])
+def test_a_malformed_entry_asset_is_refused(github: FakeGitHub, tmp_path: Path, files: dict[str, str]) -> None:
+    _github_store(github).put(KEY, _signed_entry(tmp_path / "dist"))
+    release = github.release(CACHE_TAG)
+    [entry] = [a for a in github.assets[release["id"]] if a["name"].endswith(".entry")]
+    github.blobs[entry["id"]] = json.dumps({"format": 1, "files": files}).encode()
+    with pytest.raises(CacheError, match=r"is not an entry of format 1 holding"):
+        _github_store(github).fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert not (tmp_path / "escape").exists()
+
+
+def test_a_rate_limited_lookup_waits_for_the_reset_then_hits(github: FakeGitHub, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    _github_store(github).put(KEY, _signed_entry(tmp_path / "dist"))
+    now = 1_700_000_000.0
+    github.clock = lambda: now
+    github.exhaust(reset_in=30)
+    store, waits = _github_store(github), []
+    store.client.clock, store.client.sleep = (lambda: now), waits.append
+    assert store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert waits == [31.0]
+    assert "the primary rate limit (1000 of 1000 requests this hour used" in capsys.readouterr().err
+
+
+def test_a_lookup_the_rate_limit_prevents_fails_loudly_never_a_miss(github: FakeGitHub, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _github_store(github).put(KEY, _signed_entry(tmp_path / "dist"))
+    now = 1_700_000_000.0
+    github.clock = lambda: now
+    github.exhaust(reset_in=3000)  # beyond the bounded wait
+    store, waits = _github_store(github), []
+    store.client.clock, store.client.sleep = (lambda: now), waits.append
+    with pytest.raises(LookupFailed, match=rf"github:{REPO}@{CACHE_TAG}: the lookup of {KEY} could not be made: "
+                                           r".*it lifts at \d\d:\d\d:\d\d UTC, in 3001 s, beyond what this run waits"):
+        store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert waits == []
+    assert not issubclass(LookupFailed, CacheError)  # the lookup's `except CacheError` (a rebuild) lets it pass
+    # A store the rate limit stops is not stored, and says so (a leg never fails for its store).
+    github.exhaust(reset_in=3000)
+    with pytest.raises(CacheError, match="not stored: .*primary rate limit"):
+        store.put("cd" * 32, _signed_entry(tmp_path / "more"))
 
 
 # -- HTTP transport ---------------------------------------------------------------------------

