@@ -5,6 +5,7 @@ import hashlib
 import io
 import os
 import re
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -146,6 +147,35 @@ def test_404_fails_at_once_naming_the_url(origin: Origin, tmp_path: Path) -> Non
         fetch(Download(url, "missing.zip", "a" * 64), settings(tmp_path, backoff_s=10))
     assert "404" in str(error.value)
     assert len(origin.requests) == 1
+
+
+def test_a_refused_connection_fails_at_once_naming_the_ways_around(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as closed:  # a port nothing listens on: the kernel refuses at once
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/x.tgz"
+    with pytest.raises(FetchError) as error:
+        fetch(Download(url, "x.tgz", "a" * 64), settings(tmp_path, backoff_s=10))
+    message = str(error.value)
+    assert "its host refuses connections" in message and url in message
+    assert all(hint in message for hint in ("offline=1", "origin=", "mirror=", "cache="))
+    assert "retrying" not in capsys.readouterr().err
+
+
+def test_a_name_that_does_not_resolve_fails_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import requests
+    import urllib3.exceptions
+
+    def unresolvable(self, url, **_):  # what requests raises when getaddrinfo fails
+        reason = urllib3.exceptions.NameResolutionError("nowhere.invalid", None, socket.gaierror(-2, "unknown"))
+        raise requests.ConnectionError(urllib3.exceptions.MaxRetryError(None, url, reason))
+
+    monkeypatch.setattr(requests.Session, "get", unresolvable)
+    with pytest.raises(FetchError, match="its host name does not resolve; without network"):
+        fetch(Download("https://nowhere.invalid/x.tgz", "x.tgz", "a" * 64), settings(tmp_path, backoff_s=10))
+    assert "retrying" not in capsys.readouterr().err
 
 
 def test_5xx_is_retried_then_succeeds(origin: Origin, tmp_path: Path) -> None:

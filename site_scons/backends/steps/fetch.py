@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -249,7 +250,36 @@ def _transfer_once(session: requests.Session, url: str, part: Path, label: str,
             return _stream_body(response, part, mode, offset, label, settings.progress)
     except (requests.ConnectionError, requests.Timeout,
             requests.exceptions.ChunkedEncodingError) as error:
+        unreachable = _unreachable(error)
+        if unreachable:  # no retry can help: say so at once, with the ways around the network
+            raise _OriginUnavailable(f"{url}: {unreachable}; {NO_NETWORK_HINT}") from None
         raise _Retryable(f"{type(error).__name__} for {url}: {error}") from None
+
+
+NO_NETWORK_HINT = ("without network, build from what is here: offline=1 (the cache= directory only), origin=<file> "
+                   "(a copy of the file), or mirror=<directory or URL> (a place that has it)")
+
+
+def _unreachable(error: BaseException) -> str:
+    """Why the host cannot be reached at all (its name does not resolve, or it refuses the
+    connection), or "" for a failure a retry may get past (a timeout, a dropped link)."""
+    import urllib3.exceptions
+
+    seen: set[int] = set()
+    pending: list[object] = [error]
+    while pending:
+        cause = pending.pop()
+        if cause is None or id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, urllib3.exceptions.NameResolutionError) or (
+                isinstance(cause, OSError) and cause.errno in (socket.EAI_NONAME, socket.EAI_AGAIN, -2, -3)):
+            return "its host name does not resolve"
+        if isinstance(cause, ConnectionRefusedError):
+            return "its host refuses connections"
+        pending += [getattr(cause, "reason", None), cause.__cause__, cause.__context__,
+                    *[arg for arg in getattr(cause, "args", ()) if isinstance(arg, BaseException)]]
+    return ""
 
 
 def _stream_body(response: requests.Response, part: Path, mode: str, offset: int,
