@@ -281,7 +281,7 @@ def _git_checkout(engine_name: str, download: Download, origin: str, record: Pat
         record_commit(run.matrix.engines[engine_name].root / "engine.toml", download.name, commit)
     dest = record.with_suffix("") / leaf(download)
     git_step.checkout(download.url, commit, dest, remotes, submodules=download.submodules, log=log, label=label,
-                      only=download.submodule_paths)
+                      only=())
     body = {"name": download.name, "url": download.url, "override": origin, "ref": download.ref, "commit": commit,
             "path": str(dest)}
     if download.submodule_paths:  # the selected ones, at the commits the superproject's tree records
@@ -390,11 +390,12 @@ def build(leg_id: str) -> StepResult:
 def _missing_submodule(nodes: LegNodes, error: RunError) -> RunError | None:
     """The failure as one naming the submodule it needed, when the leg's checkout left that
     submodule out (steps/submodule_check.py); None when it did not."""
-    trees = {d.name: (nodes.dirs.sources[d.name], d.submodule_paths) for d in nodes.plan.downloads
-             if d.kind == "git" and d.submodule_paths and d.name in nodes.dirs.sources}
-    if not trees:
+    sources = nodes.dirs.sources
+    checkouts = {d.name: submodule_check.Checkout(sources[d.name], d.url, d.submodule_paths)
+                 for d in nodes.plan.downloads if d.kind == "git" and d.submodule_paths and d.name in sources}
+    if True:
         return None
-    return submodule_check.check(error, trees, lambda source, path: advice(nodes.engine, source, path))
+    return submodule_check.check(error, checkouts, lambda source, path: advice(nodes.engine, source, path))
 
 
 def stage(leg_id: str) -> StepResult:
@@ -522,7 +523,10 @@ def publish(leg_id: str) -> StepResult:
     print(f"[publish] dist/{nodes.published.name}: {published.size / 1e6:.1f} MB, {published.files} files",
           flush=True)
     return StepResult({"leg": leg_id, "archive": nodes.published.name, "sha256": published.sha256,
-                       "leg_key": nodes.key.digest if nodes.key else "", "restored_from": nodes.restored_from},
+                       "leg_key": nodes.key.digest if nodes.key else "", "restored_from": nodes.restored_from,
+                       # what gc=1 keeps for the leg: the inputs this run's options named
+                       "run": {"version": run.settings.version, "origins": dict(run.settings.origins),
+                               "format": run.settings.format}},
                       outputs=publish_step.published_files(nodes.published))
 
 

@@ -464,9 +464,10 @@ def check_buildable(legs: Sequence[Leg], host: Host, environ: Mapping[str, str])
 
 def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix, root: Path, host: Host,
             environ: Mapping[str, str] | None = None, *, arglist: Sequence[tuple[str, str]] | None = None,
-            launch_dir: Path | None = None) -> Invocation:
+            launch_dir: Path | None = None, cleaning: bool = False) -> Invocation:
     """`arglist` is every option as typed, repeats included (SCons' ARGLIST); `launch_dir` the
-    directory scons was started from (GetLaunchDir), which relative paths are read against."""
+    directory scons was started from (GetLaunchDir), which relative paths are read against;
+    `cleaning` (scons -c) removes what legs built, so any leg may be named on any host."""
     environ = os.environ if environ is None else environ
     _check_options(arguments, list(arguments.items()) if arglist is None else arglist)
     settings = _settings(arguments, root, root if launch_dir is None else launch_dir, environ)
@@ -478,7 +479,7 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
         mode = "choose"  # bare `scons`: show what this host builds, build nothing by accident
     legs = _select(matrix, arguments, leg_ids, host, building=mode in ("build", "choose"))
     _check_version_override(legs, settings.version, matrix)
-    if mode == "build":
+    if mode == "build" and not cleaning:
         check_buildable(legs, host, environ)
         if settings.inputs == "build":
             inputs = [matrix.leg(i) for leg in legs for i in leg.inputs]

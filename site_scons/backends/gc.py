@@ -2,7 +2,8 @@
 
 What is referenced is what the step graph would declare for every leg of the matrix at the
 current data (pins, patches, versions), plus the command line's own selection with its
-`version=` / `origin=` overrides: the graph is declared against a recorder instead of SCons,
+`version=` / `origin=` overrides, plus each leg as its last published run made it (the
+options that run recorded): the graph is declared against a recorder instead of SCons,
 so the answer comes from the same code that names the paths when building. Unreferenced:
 
 - build/{downloads,git,extract,src}/<step>.json and the trees, logs and settings beside them;
@@ -29,7 +30,7 @@ from .graph import Graph
 from .host import Host
 from .model.leg import Leg
 from .records import read_record
-from .steps.files import relative_label, remove_path
+from .steps.files import human_size, relative_label, remove_path
 from .steps.publish import dist_debris, published_files
 
 
@@ -153,6 +154,24 @@ def _kept_digests(run: RunContext, referenced: set[str]) -> set[str]:
     return digests
 
 
+def _last_runs(run: RunContext, as_built: Settings) -> list[tuple[Settings, Iterable[Leg]]]:
+    """Each leg as its last published run made it (its `version=`, `origin=`, `format=`, from
+    its publish record), so what a leg's last good build used is kept (the quick start's
+    wheel, say), and typing that command again stays a no-op."""
+    known = {leg.id: leg for leg in run.matrix.legs}
+    selections = []
+    for record_path in sorted((run.build_root / "legs").glob("*/steps/publish.json")):
+        leg = known.get(record_path.parent.parent.name)
+        last = (read_record(record_path) or {}).get("run")
+        if leg is None or not isinstance(last, dict):
+            continue
+        origins = last.get("origins") if isinstance(last.get("origins"), dict) else {}
+        selections.append((dataclasses.replace(as_built, version=str(last.get("version") or ""),
+                                               origins={str(k): str(v) for k, v in origins.items()},
+                                               format=str(last.get("format") or as_built.format)), [leg]))
+    return selections
+
+
 def collect(run: RunContext, selected: Iterable[Leg]) -> list[Garbage]:
     """Everything unreferenced, with its size (nothing is removed yet): referenced is the
     whole matrix at the current data, and the selection with the command line's overrides."""
@@ -161,6 +180,7 @@ def collect(run: RunContext, selected: Iterable[Leg]) -> list[Garbage]:
         (dataclasses.replace(as_built, version="", origins={}), run.matrix.legs)]
     if run.settings.version or run.settings.origins:
         selections.append((as_built, selected))
+    selections += _last_runs(run, as_built)
     referenced = referenced_targets(run, selections)
     found = _step_garbage(run.build_root, referenced)
     found += _cache_garbage(run.settings.cache, _kept_digests(run, referenced))
@@ -172,16 +192,8 @@ def remove(garbage: list[Garbage], root: Path) -> list[str]:
     lines = []
     for item in garbage:
         remove_path(item.path)
-        lines.append(f"  {_human(item.size):>10}  {relative_label(item.path, root)}")
+        lines.append(f"  {human_size(item.size):>10}  {relative_label(item.path, root)}")
     total = sum(item.size for item in garbage)
-    lines.append(f"gc: removed {len(garbage)} unreferenced entries, {_human(total)}" if garbage
+    lines.append(f"gc: removed {len(garbage)} unreferenced entries, {human_size(total)}" if garbage
                  else "gc: nothing unreferenced")
     return lines
-
-
-def _human(size: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size} B"

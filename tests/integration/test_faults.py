@@ -447,3 +447,40 @@ def test_gc_removes_what_no_leg_references(project_factory, upstream):
     assert all(path.exists() for path in downloads)  # keyed without the pin: still referenced
     assert _ok(scons(project, "gc=1")).stdout.strip().endswith("gc: nothing unreferenced")
     _up_to_date(project, FIXBIN_LEG)
+
+
+def test_gc_keeps_what_the_last_published_run_of_a_leg_used(project_factory, upstream, tmp_path):
+    """The quick start's way: a leg built from an origin= file no data names. gc=1 keeps its
+    input, and the same command again does nothing."""
+    project = _fixbin_project(project_factory, upstream)
+    origin = tmp_path / "in" / upstream.name
+    origin.parent.mkdir()
+    origin.write_bytes(upstream.other)  # other bytes than the pin: only this run names them
+    _ok(scons(project, FIXBIN_LEG, f"origin={origin}"))
+    run = _ok(scons(project, "gc=1"))
+    assert "gc: finding what no leg" in run.stdout, str(run)
+    assert (project / ".cache/downloads/sha256" / upstream.other_sha).is_dir(), run.stdout
+    assert _ok(scons(project, FIXBIN_LEG, f"origin={origin}")).step_lines() == []
+
+
+@pytest.mark.parametrize("version", ["", "version=2.0.0"], ids=["as built", "another version= than the build's"])
+def test_clean_removes_the_legs_places_whatever_version_built_them(project_factory, upstream, version):
+    project = _fixbin_project(project_factory, upstream)
+    _ok(scons(project, FIXBIN_LEG))
+    archive = fixbin_archive(FIXBIN_LEG)
+    dry = _ok(scons(project, "-c", "-n", FIXBIN_LEG, *filter(None, [version])))
+    assert "scons -c: would remove 1 build tree and 3 files in dist/" in dry.stdout, str(dry)
+    assert (project / "dist" / archive).is_file() and (project / f"build/legs/{FIXBIN_LEG}").is_dir()
+    run = _ok(scons(project, "-c", FIXBIN_LEG, *filter(None, [version])))
+    assert "scons -c: removed 1 build tree and 3 files in dist/" in run.stdout, str(run)
+    assert "Removed" not in run.stdout and len(run.stdout.splitlines()) == 1, str(run)
+    assert not (project / f"build/legs/{FIXBIN_LEG}").exists() and not list((project / "dist").glob("fixbin-*"))
+    assert (project / "build/downloads").is_dir(), "shared downloads are gc's to remove"
+
+
+def test_a_bare_clean_says_nothing_is_selected(project_factory, upstream):
+    project = _fixbin_project(project_factory, upstream)
+    _ok(scons(project, FIXBIN_LEG))
+    run = _ok(scons(project, "-c"))
+    assert "scons -c: nothing selected, nothing removed" in run.stdout, str(run)
+    assert (project / "dist" / fixbin_archive(FIXBIN_LEG)).is_file()

@@ -8,12 +8,13 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import ntpath
 import os
 import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 CHUNK_SIZE = 1 << 20
 
@@ -53,6 +54,25 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         while chunk := stream.read(CHUNK_SIZE):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+WINDOWS = os.name == "nt"
+_EXTENDED = "\\\\?\\"  # the extended-length prefix, backslash backslash ? backslash
+
+
+def extended_length(path: str | os.PathLike[str], windows: bool = WINDOWS) -> str:
+    r"""`path` as Windows' file APIs take it past MAX_PATH (260 characters): absolute, with
+    the `\\?\` prefix (`\\?\UNC\server\share\...` for a network path), which also turns off
+    their own normalisation, so it is normalised here. Elsewhere, or already so prefixed,
+    the path as it is. Python reaches long paths without it only where the registry's
+    LongPathsEnabled is set, which a runner need not have."""
+    text = os.fspath(path)
+    if not windows or text.startswith(_EXTENDED):
+        return text
+    text = ntpath.normpath(ntpath.abspath(text))
+    if text.startswith("\\\\"):
+        return _EXTENDED + "UNC\\" + text[2:]
+    return _EXTENDED + text
 
 
 def temp_path_for(path: str | os.PathLike[str]) -> Path:
@@ -153,6 +173,22 @@ def hardlink_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -
         shutil.copy2(src, dst, follow_symlinks=False)
 
 
+def mirror_tree(origin: str | os.PathLike[str], dest: str | os.PathLike[str],
+                copy: Callable[[str, str], None], windows: bool = WINDOWS) -> None:
+    """Recreate `origin`'s directories under `dest` and hand every file and symlink (one to a
+    directory too: never followed) to `copy(src, dst)`. On Windows in extended-length form:
+    PyTorch's tree has paths past MAX_PATH."""
+    source, target = extended_length(origin, windows), extended_length(dest, windows)
+    for root, dirs, files in os.walk(source):
+        here = target + root[len(source):]
+        os.makedirs(here, exist_ok=True)
+        for name in sorted(dirs):
+            if os.path.islink(os.path.join(root, name)):
+                copy(os.path.join(root, name), os.path.join(here, name))
+        for name in sorted(files):
+            copy(os.path.join(root, name), os.path.join(here, name))
+
+
 def relative_label(path: str | os.PathLike[str], root: Path) -> str:
     """`path` relative to `root` (posix) where it lies below it; as given elsewhere."""
     try:
@@ -167,3 +203,12 @@ def remove_path(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def human_size(size: float) -> str:
+    """`size` bytes for people: 512 B, 12.3 kB, 4.5 MB, 1.2 GB (powers of 1000)."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
