@@ -53,7 +53,7 @@ from .steps.context import LegDirs
 from .steps.extract import extract
 from .steps.files import hardlink_or_copy, list_tree, sha256_file, write_json
 from .steps.universal import universal_tree
-from .run import RunError
+from .run import RunError, heartbeat
 from .steps.bundle import BundleError
 from .steps.context import ExpandError
 from .steps.extract import ExtractError
@@ -161,7 +161,8 @@ def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
     try:
         for leg in step.legs if step.name not in AFTER_PUBLISH else ():
             _withdraw(run, leg)  # a step that reruns means their archives no longer match their inputs
-        result = step.work()
+        with heartbeat(f"[{step.name}] {step.leg}"):
+            result = step.work()
         outputs = [Path(t.abspath) for t in target if t.abspath != record] + list(result.outputs)
         run.records.write(Path(record), result.body, inputs, outputs, result.trees)
         run.summary.step_done(step.leg, step.name)
@@ -281,7 +282,7 @@ def _git_checkout(engine_name: str, download: Download, origin: str, record: Pat
         record_commit(run.matrix.engines[engine_name].root / "engine.toml", download.name, commit)
     dest = record.with_suffix("") / leaf(download)
     git_step.checkout(download.url, commit, dest, remotes, submodules=download.submodules, log=log, label=label,
-                      only=())
+                      only=download.submodule_paths)
     body = {"name": download.name, "url": download.url, "override": origin, "ref": download.ref, "commit": commit,
             "path": str(dest)}
     if download.submodule_paths:  # the selected ones, at the commits the superproject's tree records
@@ -393,7 +394,7 @@ def _missing_submodule(nodes: LegNodes, error: RunError) -> RunError | None:
     sources = nodes.dirs.sources
     checkouts = {d.name: submodule_check.Checkout(sources[d.name], d.url, d.submodule_paths)
                  for d in nodes.plan.downloads if d.kind == "git" and d.submodule_paths and d.name in sources}
-    if True:
+    if not checkouts:
         return None
     return submodule_check.check(error, checkouts, lambda source, path: advice(nodes.engine, source, path))
 

@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -120,6 +121,40 @@ def parse_ninja_progress(line: str) -> tuple[int, int] | None:
 PARALLEL_STEPS = [False]
 
 
+# A step that has shown nothing for this long says it is still running (heartbeat).
+HEARTBEAT_SECONDS = 15.0
+_LAST_OUTPUT = [time.monotonic()]
+
+
+def note_output() -> None:
+    """Something was shown: the next heartbeat waits a full period from now."""
+    _LAST_OUTPUT[0] = time.monotonic()
+
+
+@contextmanager
+def heartbeat(prefix: str, stream: TextIO | None = None) -> Iterator[None]:
+    """While the block runs, print `<prefix> still running, <elapsed> s` whenever nothing
+    was shown for HEARTBEAT_SECONDS: a silent compile or a large archive never looks hung."""
+    stop, started = threading.Event(), time.monotonic()
+    note_output()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_SECONDS / 3):
+            if time.monotonic() - _LAST_OUTPUT[0] >= HEARTBEAT_SECONDS:
+                out = stream if stream is not None else sys.stdout
+                out.write(f"{prefix} still running, {time.monotonic() - started:.0f} s\n")
+                out.flush()
+                note_output()
+
+    thread = threading.Thread(target=beat, name=f"heartbeat {prefix}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 class StatusLine:
     """The one status line a step shows on the terminal.
 
@@ -169,6 +204,7 @@ class StatusLine:
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
+        note_output()
 
 
 def _is_tty(stream: IO[str]) -> bool:

@@ -313,3 +313,28 @@ def test_status_lines_are_plain_when_steps_run_in_parallel(monkeypatch: pytest.M
     status = runner.StatusLine("a", stream, echo=False)
     status.progress(5, 10)
     assert not status.in_place and "\r" not in stream.getvalue()
+
+
+def test_a_silent_step_says_it_is_still_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No clock race: the command waits for a file the test writes once the heartbeat showed."""
+    import backends.run as run_module
+
+    monkeypatch.setattr(run_module, "HEARTBEAT_SECONDS", 0.2)
+    shown = io.StringIO()
+    release = tmp_path / "release"
+    code = f"import os, time\nwhile not os.path.exists({str(release)!r}): time.sleep(0.02)\n"
+    worker = threading.Thread(target=_silent, args=(run_module, code, tmp_path, shown))
+    worker.start()
+    deadline = time.monotonic() + 120
+    while "[smoke] leg still running, " not in shown.getvalue():
+        assert time.monotonic() < deadline and worker.is_alive(), shown.getvalue()
+        time.sleep(0.02)
+    release.touch()
+    worker.join(timeout=120)
+    assert not worker.is_alive()
+
+
+def _silent(run_module, code: str, tmp_path: Path, shown: io.StringIO) -> None:
+    with run_module.heartbeat("[smoke] leg", stream=shown):
+        run_module.run([sys.executable, "-c", code], env={"PATH": os.environ["PATH"]}, cwd=tmp_path,
+                       log=tmp_path / "log", label="leg", status_stream=io.StringIO())

@@ -1,7 +1,7 @@
 """What a leg's steps will do, as data: downloads, patches, commands, staging, contract.
 
 Recipes return a `Plan`; the step graph executes it; `scons plan=1` prints it. Paths are
-symbolic (`{src}`, `{build}`, `{install}`, `{stage}`, `{download:<name>}`, `{python}`)
+symbolic (`{src}`, `{build}`, `{install}`, `{stage}`, `{short}`, `{download:<name>}`, `{python}`)
 so plans are host-independent and their goldens stable.
 """
 from __future__ import annotations
@@ -29,6 +29,9 @@ class Download:
     ref: str = ""
     commit: str = ""
     submodules: bool = False
+    # With `submodules`: only these submodule paths, each with its own submodules (empty:
+    # every one). Their commits are the gitlinks the superproject's tree records at `commit`.
+    submodule_paths: tuple[str, ...] = ()
     unpack: bool = True
     # Top-level directories the download may come in, first existing wins; `{extract:<name>}`
     # resolves to it. Lets an origin of another layout (a wheel's `torch/` for a release
@@ -159,6 +162,10 @@ class Smoke:
     # The program reaches the library only through its C ABI (ORT's C++ API is inline over
     # it), so a MinGW build can consume an MSVC-built DLL: Windows smokes may run under wine.
     c_abi: bool = False
+    # Accelerators whose runtime the program probes before its pass through them (the
+    # runner may lack it: MPS on a hosted Mac); it reports each on a line of its own
+    # (steps/smoke.py, "accelerator <name>: passed" or "accelerator <name>: absent: <why>").
+    probes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -202,5 +209,5 @@ class Plan:
                 steps.append("bundle")
             if self.fixups:
                 steps.append("fixup")
-        steps += ["archive", "verify", "smoke"]
+        steps += ["archive", "verify", "smoke", "publish"]
         return tuple(steps)
