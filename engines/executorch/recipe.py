@@ -73,6 +73,18 @@ IOS_OFF_DEFINES = {
 # The presets enable CoreML + MPS; the CPU xcframework turns them off
 # (docs/upstream.md#executorch-cpu-default).
 IOS_CPU_DEFINES = {"EXECUTORCH_BUILD_COREML": "OFF", "EXECUTORCH_BUILD_MPS": "OFF"}
+# What the presets turn on (tools/cmake/preset/apple_common.cmake) unless a -D turns it off:
+# the submodules a leg checks out follow its switches (engine.toml [[submodules]]).
+IOS_PRESET_SWITCHES = (
+    "EXECUTORCH_BUILD_XNNPACK", "EXECUTORCH_BUILD_COREML", "EXECUTORCH_BUILD_MPS",
+    "EXECUTORCH_XNNPACK_ENABLE_WEIGHT_CACHE", "EXECUTORCH_XNNPACK_SHARED_WORKSPACE",
+    "EXECUTORCH_BUILD_EXTENSION_APPLE", "EXECUTORCH_BUILD_EXTENSION_DATA_LOADER",
+    "EXECUTORCH_BUILD_EXTENSION_LLM_APPLE", "EXECUTORCH_BUILD_EXTENSION_LLM", "EXECUTORCH_BUILD_EXTENSION_LLM_RUNNER",
+    "EXECUTORCH_BUILD_EXTENSION_MODULE", "EXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR",
+    "EXECUTORCH_BUILD_EXTENSION_NAMED_DATA_MAP", "EXECUTORCH_BUILD_EXTENSION_TENSOR", "EXECUTORCH_BUILD_KERNELS_LLM",
+    "EXECUTORCH_BUILD_KERNELS_OPTIMIZED", "EXECUTORCH_BUILD_KERNELS_QUANTIZED", "EXECUTORCH_BUILD_KERNELS_TORCHAO",
+)
+IMPLIED_SWITCHES = {("--preset", preset): IOS_PRESET_SWITCHES for preset in IOS_PRESETS}
 # Host-tool archives are macOS Mach-O: an xcframework rejects mixed platforms. The default
 # exclusion is kept too (upstream's override dropped it, docs/upstream.md#static-bundle).
 IOS_BUNDLE_EXCLUDE = r"(/testdata/|-src/|/flatc_ep/|/flatcc_ep/)"

@@ -75,8 +75,9 @@ def _contract(leg: Leg) -> Contract:
     )
 
 
-def _smoke() -> Smoke:
-    return Smoke("smoke/libtorch")
+def _smoke(leg: Leg) -> Smoke:
+    # MPS is probed at run time: GitHub's hosted Macs are virtual machines without it.
+    return Smoke("smoke/libtorch", probes=("mps",) if "mps" in leg.accelerator else ())
 
 
 def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
@@ -89,7 +90,7 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         notes = ("NVIDIA redistributables stripped (cuDNN, cuBLAS, cudart, NCCL, nvrtc, ...): "
                  "the user provides CUDA 13.x + cuDNN 9, driver r580+",)
     return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download,), collect=collect,
-                exclude=exclude, contract=_contract(leg), smoke=_smoke(), notes=notes)
+                exclude=exclude, contract=_contract(leg), smoke=_smoke(leg), notes=notes)
 
 
 def _environment(leg: Leg, engine: Engine) -> dict[str, str]:
@@ -157,7 +158,7 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         leg=leg, version=engine.version, archive=archive,
         downloads=tuple(downloads), patches=kit.patches_for(engine, leg),
         build=tuple(build), collect=tuple(collect), exclude=PYTHON_AND_TESTS + STALE_CONFIGS, fixups=tuple(fixups),
-        contract=_contract(leg), smoke=_smoke(), private_source=True,
+        contract=_contract(leg), smoke=_smoke(leg), private_source=True,
         notes=("build_libtorch.py builds in <src>/build and installs into <src>/torch: each leg gets a private "
                "copy of the source tree, so the MPS and CPU builds never share objects",),
     )

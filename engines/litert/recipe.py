@@ -44,7 +44,14 @@ CONFIGURE_ENV = {
     "TF_SET_ANDROID_WORKSPACE": "0",
 }
 WINDOWS_ENV = {"MSYS2_ARG_CONV_EXCL": "*", "MSYS_NO_PATHCONV": "1"}  # never mangle //labels
-LLVM_DIR = "{build}/llvm"  # LLVM 20 for clang-cl: the runner's LLVM 22 trips bazel#17863
+# On Windows, Bazel's output base and LLVM live in the leg's short directory (build/s/<hash>,
+# steps/context.py): under build/legs/<id>/work they were ~40 characters deeper than Bazel's
+# default output base, and TensorFlow's deepest file lands 196 characters below the output
+# base (MAX_PATH: 260; tests/unit/test_windows_paths.py). Native separators: NSIS's /D
+# takes the install directory as Windows spells it.
+OUTPUT_BASE = "{build}/bazel-base"
+WINDOWS_OUTPUT_BASE = "{short}\\bazel"
+LLVM_DIR = "{short}\\llvm"  # LLVM 20 for clang-cl: the runner's LLVM 22 trips bazel#17863 (upstream: C:\\LLVM20)
 
 ANDROID_ABI_CONFIG = {"arm64-v8a": "android_arm64", "x86_64": "android_x86_64"}
 ANDROID_ENV = {
@@ -69,9 +76,10 @@ NOTES = (
     "shift LiteRtCreateModelFrom*'s arguments by one (a leading LiteRtEnvironment since v2.1.5)",
 )
 BAZEL_NOTES = (
-    "every Bazel command uses a per-leg --output_base and --symlink_prefix under {build}: legs "
-    "sharing one source tree never share a server, outputs or bazel-bin (upstream's scratch files "
-    "and bazel-bin were shared, docs/upstream.md#non-hermetic)",
+    "every Bazel command uses a per-leg --output_base (Windows: the leg's short directory {short}, "
+    "for MAX_PATH) and --symlink_prefix under {build}: legs sharing one source tree never share a "
+    "server, outputs or bazel-bin (upstream's scratch files and bazel-bin were shared, "
+    "docs/upstream.md#non-hermetic)",
     "configure.py reads its answers from stdin and takes EOF as the default answer, which is what "
     "upstream's `yes \"\" |` fed it; the runner gives it no stdin",
 )
@@ -122,8 +130,12 @@ def bazel_flags(leg: Leg, out: str = "{build}", platform: tuple[str, ...] | None
     return (*flags, *DEFINES, *debug, f"--symlink_prefix={out}/bazel-")
 
 
-def _bazel(out: str = "{build}", program: str = "bazelisk") -> tuple[str, ...]:
-    return (program, f"--output_base={out}/bazel-base")
+def output_base(leg: Leg) -> str:
+    return WINDOWS_OUTPUT_BASE if leg.os == "windows" else OUTPUT_BASE
+
+
+def _bazel(base: str = OUTPUT_BASE, program: str = "bazelisk") -> tuple[str, ...]:
+    return (program, f"--output_base={base}")
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -137,18 +149,19 @@ def _llvm_install() -> Command:
     return Command("llvm 20", ("{download:llvm}", "/S", f"/D={LLVM_DIR}"), cwd="{build}")
 
 
-def _closure(target: str, query_kinds: str, flags: tuple[str, ...], scratch: str, tag: str = "") -> list[Command]:
+def _closure(target: str, query_kinds: str, flags: tuple[str, ...], scratch: str, tag: str = "",
+             base: str = OUTPUT_BASE) -> list[Command]:
     """Build the target, materialise every library archive of its closure, list them."""
     closure = ("{python}", "-m", "backends.steps.bazel_closure")
-    where = ("--bazel", "bazelisk", "--output-base", "{build}/bazel-base")
+    where = ("--bazel", "bazelisk", "--output-base", base)
     suffix = f" {tag}" if tag else ""
     return [
-        Command("bazel build" + suffix, (*_bazel(), "build", *flags, target)),
+        Command("bazel build" + suffix, (*_bazel(base), "build", *flags, target)),
         Command("closure labels" + suffix, (*closure, "labels", "--query",
                                             f"kind('{query_kinds} rule', deps({target}))",
                                             "--out", f"{scratch}/labels.txt", *where, "--", *flags)),
         # The top-level build leaves the dependencies as objects: build each library for its archive.
-        Command("closure build" + suffix, (*_bazel(), "build", *flags,
+        Command("closure build" + suffix, (*_bazel(base), "build", *flags,
                                            f"--target_pattern_file={scratch}/labels.txt")),
         Command("closure collect" + suffix, (*closure, "collect", "--target", target,
                                              "--out", f"{scratch}/closure.txt", *where, "--", *flags)),
@@ -160,16 +173,17 @@ def _host_build(leg: Leg) -> list[Command]:
     if leg.os == "windows" and leg.arch == "arm64":
         build.insert(0, _llvm_install())
     flags = bazel_flags(leg)
+    base = output_base(leg)
     if leg.kind == "static":
-        return build + _closure(STATIC_TARGET, "cc_library", flags, "{build}")
-    return build + [Command("bazel build", (*_bazel(), "build", *flags, SHARED_TARGETS[leg.os]))]
+        return build + _closure(STATIC_TARGET, "cc_library", flags, "{build}", base=base)
+    return build + [Command("bazel build", (*_bazel(base), "build", *flags, SHARED_TARGETS[leg.os]))]
 
 
 def _android_script(leg: Leg) -> str:
     """The steps inside the ml-build image (upstream's android-build.sh), one shell line each.
     {build} inside the script is expanded to the host path: the closure list names host files."""
     flags = bazel_flags(leg, out="/out")
-    bazel = " ".join(_bazel("/out", "bazel"))
+    bazel = " ".join(_bazel("/out/bazel-base", "bazel"))
     argv = " ".join(_shell_quote(a) for a in flags)
     query = _shell_quote(f"kind('cc_library rule', deps({STATIC_TARGET}))")
     sdkmanager = "/out/cmdline-tools/bin/sdkmanager --sdk_root=/out/android-sdk"
@@ -280,7 +294,7 @@ def _librarian(leg: Leg) -> dict[str, str]:
     `llvm-lib /machine:arm64` (MSVC's lib.exe rejects clang-cl's archives with LNK1160)."""
     if leg.os != "windows":
         return {}
-    tool = f"{LLVM_DIR}/bin/llvm-lib.exe" if leg.arch == "arm64" else ""
+    tool = LLVM_DIR + "\\bin\\llvm-lib.exe" if leg.arch == "arm64" else ""
     return {"tool": tool, "machine": leg.msvc_arch}
 
 

@@ -101,17 +101,16 @@ def _contract(leg: Leg, libs: tuple[str, ...], versions: tuple[VersionProbe, ...
 
 
 def _smoke(leg: Leg) -> Smoke:
-    return Smoke("smoke/onnxruntime", model="add.onnx", c_abi=True)
+    # The CUDA pass runs only where an NVIDIA GPU is: the program probes for one.
+    probes = ("cuda",) if leg.flavor == "cuda" else ()
+    return Smoke("smoke/onnxruntime", model="add.onnx", c_abi=True, probes=probes)
 
 
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     platform_args, extra = _platform_args(leg, engine)
     config = kit.build_type(leg)
-    build: list[Command] = []
-    if leg.os == "wasm":
-        build.append(Command("emsdk", ("git", "-C", "{src}", "submodule", "update", "--init", "--depth", "1",
-                                       "cmake/external/emsdk")))
-    build.append(Command("build.py", _build_py(leg, "{build}", platform_args, extra)))
+    # WASM's emsdk is a submodule the source is checked out with (engine.toml [[submodules]]).
+    build = [Command("build.py", _build_py(leg, "{build}", platform_args, extra))]
     collect = _headers(leg)
     bundle = None
     fixups: list[Command] = []

@@ -165,9 +165,11 @@ def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
             result = step.work()
         outputs = [Path(t.abspath) for t in target if t.abspath != record] + list(result.outputs)
         run.records.write(Path(record), result.body, inputs, outputs, result.trees)
+        elapsed = time.monotonic() - started
+        manifest_step.note_seconds(step.name, Path(record), elapsed)  # the manifest's `durations`
         run.summary.step_done(step.leg, step.name)
         _inject_fault(step)
-        print(f"[{step.name}] {step.leg} done in {time.monotonic() - started:.1f} s", flush=True)
+        print(f"[{step.name}] {step.leg} done in {elapsed:.1f} s", flush=True)
     except Exception as error:  # every step error becomes one clear SCons failure
         message = _message(error)
         log = _failure_log(run, step, message)
@@ -468,7 +470,8 @@ def archive(leg_id: str) -> StepResult:
     names = ["merge"] if nodes.plan.leg.aggregate else (["build"] if nodes.plan.build else []) + ["stage"]
     steps = {name: public(_read(steps_dir / f"{name}.json")) for name in names}
     tools = steps.get("build", {}).get("tools", {})  # what built it, not what is installed now
-    manifest = manifest_step.archive_manifest(nodes.plan, nodes.engine, target, dirs.stage, sources, steps, tools)
+    manifest = manifest_step.archive_manifest(nodes.plan, nodes.engine, target, dirs.stage, sources, steps, tools,
+                                              manifest_step.step_seconds(steps_dir, names))
     write_json(target.with_name(target.name + ".json"), manifest)
     return StepResult({"archive": target.name, "sha256": manifest["sha256"], "size": manifest["size"]})
 

@@ -1,8 +1,10 @@
 """What this machine is, and which legs it can build or run."""
 from __future__ import annotations
 
+import os
 import platform as _platform
 import shutil
+import subprocess
 from dataclasses import dataclass
 
 from .model.leg import Leg
@@ -72,3 +74,50 @@ def detect_host() -> Host:
     machine = _MACHINES.get(_platform.machine().lower(), _platform.machine().lower())
     arch = ARM64_TOKEN.get(system, "arm64") if machine == "arm64" else machine
     return Host(os=system, arch=arch)
+
+
+# MPS needs macOS 12.3; Metal is on every Mac this project's packages support.
+MPS_MIN_MACOS = (12, 3)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for part in text.split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def known_accelerators(system: str, *, virtual_machine: str | None = None, macos_version: str = "",
+                       nvidia_device: bool = False) -> dict[str, str]:
+    """The accelerators this machine is known to have, each with how that is known. A smoke
+    that reports one of them absent fails: there the probe is wrong, not the runner.
+
+    `virtual_machine` is macOS's `kern.hv_vmm_present` ("1" in a VM, such as GitHub's
+    hosted Macs, where Apple's Virtualization framework offers no MPS; None: unknown), and
+    nothing is known of a Mac that may be one."""
+    known: dict[str, str] = {}
+    if system == "macos" and virtual_machine == "0":
+        why = "this Mac is not a virtual machine (kern.hv_vmm_present=0)"
+        known["metal"] = why
+        if _version(macos_version) >= MPS_MIN_MACOS:
+            known["mps"] = f"{why} and runs macOS {macos_version}"
+    if system == "linux" and nvidia_device:
+        known["cuda"] = "an NVIDIA device is present (/dev/nvidia0)"
+    return known
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        result = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def detect_accelerators() -> dict[str, str]:
+    """`known_accelerators` of this machine."""
+    system = detect_host().os
+    return known_accelerators(system, virtual_machine=_sysctl("kern.hv_vmm_present") if system == "macos" else None,
+                              macos_version=_platform.mac_ver()[0], nvidia_device=os.path.exists("/dev/nvidia0"))

@@ -2,7 +2,9 @@
 
 One `Input` per pin: a file by its name in `[sha256]`, a git source by its
 `[sources.<name>]` table, and the file a pinned download names (the podspec's tarball,
-from `[nested]`). `scons pins` prints them and fails while one is unpinned, or while an
+from `[nested]`). A git source's commit also pins its submodules (the gitlinks of its
+tree); what is counted of them is what the legs check out: the paths they select, or every
+one. `scons pins` prints them and fails while one is unpinned, or while an
 `origin=` stands in for a pinned file with other bytes (a build takes a local origin as it
 is, so that run would not use the pinned file); `scons lock` records the missing ones
 (lock.py); the pin-refresh pull request lists them with their URLs.
@@ -36,6 +38,17 @@ class Input:
     legs: tuple[str, ...] = ()
     names: str = ""  # FILE: a JSON field of it naming a further download (Download.names)
     parent: str = ""  # FILE: the file that names this one
+    submodules: tuple[str, ...] = ()  # GIT: the submodule paths its legs select
+    every_submodule: bool = False  # GIT: a leg checks out every submodule
+
+    @property
+    def shown(self) -> str:
+        """Its name with what of its submodules the legs use (`scons pins`, `scons lock`)."""
+        if self.every_submodule:
+            return f"{self.name} + every submodule"
+        if self.submodules:
+            return f"{self.name} + {len(self.submodules)} submodule{'s' if len(self.submodules) > 1 else ''}"
+        return self.name
 
     @property
     def name(self) -> str:
@@ -65,7 +78,9 @@ def collect(plans: Iterable[Plan], matrix: Matrix) -> list[Input]:
                     continue
                 _check_same(known, item)
                 if plan.leg.id not in known.legs:
-                    found[item.identity] = replace(known, legs=known.legs + (plan.leg.id,))
+                    found[item.identity] = replace(known, legs=known.legs + (plan.leg.id,),
+                                                   submodules=tuple(sorted({*known.submodules, *item.submodules})),
+                                                   every_submodule=known.every_submodule or item.every_submodule)
     return list(found.values())
 
 
@@ -73,7 +88,9 @@ def _inputs_of(plan: Plan, download: Download, matrix: Matrix) -> list[Input]:
     engine = plan.leg.engine
     legs = (plan.leg.id,)
     if download.kind == "git":
-        return [Input(engine, download.name, GIT, download.name, download.url, download.ref, download.commit, legs)]
+        every = download.submodules and not download.submodule_paths
+        return [Input(engine, download.name, GIT, download.name, download.url, download.ref, download.commit, legs,
+                      submodules=download.submodule_paths, every_submodule=every)]
     item = Input(engine, download.name, FILE, download.filename, download.url, pin=download.sha256, legs=legs,
                  names=download.names)
     if not download.names:
@@ -160,7 +177,7 @@ def _pin_cell(item: Input, differs: Override | None) -> str:
 def rows(inputs: Sequence[Input], differing: Sequence[Override] = ()) -> list[dict[str, str]]:
     """`scons pins`: one table row per input."""
     by_input = {o.input.identity: o for o in differing}
-    return [{"engine": item.engine, "input": item.name, "legs": str(len(item.legs)),
+    return [{"engine": item.engine, "input": item.shown, "legs": str(len(item.legs)),
              "pin": _pin_cell(item, by_input.get(item.identity)),
              "url": item.url or f"(named in {item.parent}: `scons lock` reads it)"} for item in inputs]
 

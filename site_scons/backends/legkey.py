@@ -5,7 +5,8 @@ for a leg's archive before its graph is declared. It covers, each as a named par
 
 - `engine`    the engine and the version the leg builds;
 - `inputs`    every download with its pin (sha256 or git commit), or the sha256 of the file
-              an `origin=` stands in with;
+              an `origin=` stands in with; a git source's selected submodule paths with it
+              (their commits are the gitlinks of the pinned commit's tree: the pin implies them);
 - `patches`   the content of every patch the leg applies;
 - `plan`      the plan: commands, flags, environment additions, copy rules, bundle, fixups,
               contract (its notes and warnings aside: they change no byte);
@@ -65,7 +66,8 @@ def _input(download: Download, origin: str, hash_file: Callable[[Path], str]) ->
             return "", f"{download.name} comes from the directory {origin}"
         return "", f"{download.name} comes from {origin}, which has no pin"
     if download.kind == "git":
-        return (f"{download.name} {download.url} commit:{download.commit}", "") if download.commit else \
+        selection = f" submodules:{','.join(download.submodule_paths)}" if download.submodule_paths else ""
+        return (f"{download.name} {download.url} commit:{download.commit}{selection}", "") if download.commit else \
             ("", f"{download.name} ({download.url} at {download.ref}) has no commit pin")
     return (f"{download.name} {download.url} sha256:{download.sha256}", "") if download.sha256 else \
         ("", f"{download.filename} has no sha256 pin")

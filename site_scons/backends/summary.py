@@ -9,6 +9,7 @@ printed when the run ends (also after a failure), one per leg:
     failed      <leg>  <step> failed; log: <path>
     withdrawn   <leg>  dist/<archive> moved to dist/.stale/ (its rebuild did not finish)
     not run     <leg>  smoke not run: <reason>   (in addition to published/up to date)
+    note        <leg>  smoke: <note>             (e.g. an accelerator runtime this runner lacks)
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class _Leg:
     published: str = ""
     withdrawn: list[str] = field(default_factory=list)
     smoke_not_run: str = ""
+    smoke_notes: list[str] = field(default_factory=list)
     restored: str = ""  # the binary cache and the key it came from
     stored: list[str] = field(default_factory=list)
 
@@ -65,9 +67,12 @@ class Summary:
             self._leg(leg_id).withdrawn += names
 
     def smoke(self, leg_id: str, result: dict[str, object]) -> None:
-        if result.get("status") == "not run":
-            with self._lock:
+        notes = result.get("notes")
+        with self._lock:
+            if result.get("status") == "not run":
                 self._leg(leg_id).smoke_not_run = str(result.get("reason", ""))
+            if isinstance(notes, list):
+                self._leg(leg_id).smoke_notes = [str(note) for note in notes]
 
     def render(self, legs: dict[str, Path], failed_elsewhere: list[str] = ()) -> list[str]:
         """Lines for the selected legs (leg id -> its dist/ archive path), failures last."""
@@ -96,6 +101,7 @@ class Summary:
                 lines.append((1, f"  not built   {name}  (a step it depends on failed)"))
             if state.smoke_not_run:
                 lines.append((0, f"  not run     {name}  smoke: {state.smoke_not_run}"))
+            lines += [(0, f"  note        {name}  smoke: {note}") for note in state.smoke_notes]
         ordered = [text for _, text in sorted(lines, key=lambda item: item[0])]
         ordered += [f"  failed      {text}" for text in failed_elsewhere]
         if last_log:

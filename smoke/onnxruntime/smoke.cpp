@@ -8,7 +8,9 @@
 // contract into assertions: a -gpu package must ship the EP header it is named for, a
 // CPU package must ship none (headers advertise EPs to anira). A -cuda package must
 // list CUDAExecutionProvider; its CPU pass needs no GPU (ORT loads the CUDA provider
-// lazily), and the pass with the CUDA EP appended runs where an NVIDIA GPU is present.
+// lazily), and the pass with the CUDA EP appended runs where an NVIDIA GPU is present:
+// one line says which (backends/steps/smoke.py), "accelerator cuda: passed" or
+// "accelerator cuda: absent: <why>".
 // MinGW (the wine smoke): ORT's headers spell MSVC's `_stdcall`, which MinGW defines only
 // outside strict ISO mode, and use SAL's `_Return_type_success_` without their own
 // non-MSVC fallback.
@@ -348,8 +350,10 @@ int main(int argc, char** argv) {
           return run_add(env, model, so, "cuda");
         });
         if (!err.empty()) return fail("cuda forward pass: " + err);
+        std::printf("accelerator cuda: passed\n");
       } else {
-        std::printf("cuda: no NVIDIA GPU here; the CPU pass and the provider list stand for the package\n");
+        std::printf("accelerator cuda: absent: no NVIDIA GPU or driver here (the CPU pass and the provider list "
+                    "stand for the package)\n");
       }
     }
 

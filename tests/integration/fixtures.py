@@ -736,6 +736,19 @@ def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
                 contract=Contract(required=("include/fixgit.h", "lib/libfixgit.so"),
                                   symbols=(("lib/libfixgit.so", "fixgit_answer"),)))
 '''
+# The superproject's CMake reads a file of its `extra` submodule when FIXGIT_EXTRA is on.
+FIXGIT_CMAKELISTS = '''\
+cmake_minimum_required(VERSION 3.16)
+project(fixgit NONE)
+if(FIXGIT_EXTRA)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/extra/extra.cmake)
+endif()
+'''
+# FIXGIT_RECIPE with a configure of that CMake first, with FIXGIT_EXTRA on.
+FIXGIT_CMAKE_RECIPE = FIXGIT_RECIPE.replace(
+    'build=(Command("cc", cc, cwd="{install}"),)',
+    'build=(Command("configure", ("cmake", "-S", "{src}", "-B", "{build}", "-DFIXGIT_EXTRA=ON")),\n'
+    '                       Command("cc", cc, cwd="{install}"))')
 
 
 @dataclass
@@ -768,15 +781,19 @@ class GitUpstream:
         self.tags[version] = self.git("fixgit", "rev-parse", "HEAD")
         return self.tags[version]
 
-    def take_offline(self) -> None:
-        for name in ("fixgit", "fixgit-api"):
-            shutil.move(self.root / f"{name}.git", self.root / f"{name}.offline")
+    def take_offline(self, *names: str) -> None:
+        """The repositories `names` (every one when none is named) are gone from upstream."""
+        for name in names or ("fixgit", "fixgit-api", "fixgit-extra"):
+            if (self.root / f"{name}.git").exists():
+                shutil.move(self.root / f"{name}.git", self.root / f"{name}.offline")
 
 
-def make_git_upstream(root: Path) -> GitUpstream:
-    """The fixgit upstream at v1.0.0 (answer 42)."""
+def make_git_upstream(root: Path, *, extra: bool = False) -> GitUpstream:
+    """The fixgit upstream at v1.0.0 (answer 42); `extra`: with a second submodule `extra`
+    (`fixgit-extra.git`) whose extra.cmake the superproject's CMakeLists.txt includes when
+    FIXGIT_EXTRA is on."""
     upstream = GitUpstream(root)
-    for name in ("fixgit-api", "fixgit"):
+    for name in ("fixgit-api", "fixgit", *(("fixgit-extra",) if extra else ())):
         subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(root / f"{name}.git")], check=True)
         subprocess.run(["git", "clone", "-q", str(root / f"{name}.git"), str(root / "work" / name)], check=True,
                        capture_output=True)
@@ -788,14 +805,24 @@ def make_git_upstream(root: Path) -> GitUpstream:
     (root / "work/fixgit/fixgit.c").write_text(FIXGIT_SOURCE)
     upstream.git("fixgit", "add", "fixgit.c")
     upstream.git("fixgit", "submodule", "add", "-q", "-b", "main", "../fixgit-api.git", "api")
+    if extra:
+        (root / "work/fixgit-extra/extra.cmake").write_text('message(STATUS "fixgit extra")\n')
+        upstream.git("fixgit-extra", "add", "extra.cmake")
+        upstream.git("fixgit-extra", "commit", "-q", "-m", "extra")
+        upstream.git("fixgit-extra", "push", "-q", "origin", "main")
+        (root / "work/fixgit/CMakeLists.txt").write_text(FIXGIT_CMAKELISTS)
+        upstream.git("fixgit", "add", "CMakeLists.txt")
+        upstream.git("fixgit", "submodule", "add", "-q", "-b", "main", "../fixgit-extra.git", "extra")
     upstream.git("fixgit", "commit", "-q", "-m", "source")
     upstream.release(FIXGIT_VERSION, 42)
     return upstream
 
 
 def write_fixgit(project: Path, url: str, *, commit: str = "", version: str = FIXGIT_VERSION,
-                 rows: Sequence[LegRow] = (LegRow(kind="shared", can_run=False),), extra_sources: str = "") -> None:
-    """engines/fixgit (engine.toml with its git source, recipe.py) and variants/fixgit.toml."""
+                 rows: Sequence[LegRow] = (LegRow(kind="shared", can_run=False),), extra_sources: str = "",
+                 submodules: str = "true", entries: str = "", recipe: str = FIXGIT_RECIPE) -> None:
+    """engines/fixgit (engine.toml with its git source, recipe.py) and variants/fixgit.toml;
+    `submodules` is the source's value (`"selected"` with `entries`, its [[submodules]])."""
     engine = project / "engines/fixgit"
     _write(engine / "engine.toml", f"""\
 name = "fixgit"
@@ -808,11 +835,12 @@ kind = "git"
 url = "{url}"
 ref = "v{{version}}"
 commit = "{commit}"         # recorded by scons lock
-submodules = true
+submodules = {submodules}
 {extra_sources}
+{entries}
 [sha256]
 """)
-    _write(engine / "recipe.py", FIXGIT_RECIPE)
+    _write(engine / "recipe.py", recipe)
     _write(project / "variants/fixgit.toml", variants_toml(rows, "fixgit (fixture) legs"))
 
 

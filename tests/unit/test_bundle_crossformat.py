@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from backends import toolchain
+from backends.steps.context import expand
 from backends.model.matrix import load_matrix
 from backends.model.plan import Bundle, Plan
 from backends.model.recipe_kit import DEFAULT_BUNDLE_EXCLUDE
@@ -289,16 +290,17 @@ def test_litert_windows_arm64_merges_with_its_own_llvm_lib(tmp_path: Path, msvc_
     liba, libb = archive_pair(tmp_path / "closure", WINDOWS_ARM64, with_llvm_lib, ".obj", ".lib")
     dirs.build.mkdir(parents=True)
     (dirs.build / "closure.txt").write_text(f"{liba}\n{libb}\n")
-    # The LLVM 20 the leg installs into {build}/llvm (its llvm-lib.exe is llvm-ar by that name).
-    llvm_bin = dirs.build / "llvm" / "bin"
-    llvm_bin.mkdir(parents=True)
-    (llvm_bin / "llvm-lib.exe").symlink_to(tool("llvm-lib"))
+    # The LLVM 20 the leg installs into {short}\llvm (its llvm-lib.exe is llvm-ar by that name);
+    # the plan spells the path with Windows separators, one name here.
+    librarian = Path(expand(plan.bundle.tool, dirs, {}))
+    librarian.parent.mkdir(parents=True, exist_ok=True)
+    librarian.symlink_to(tool("llvm-lib"))
     assert stage_step.bundle(plan.bundle, dirs, {}) == [str(liba), str(libb)]
     merged = dirs.stage / "lib" / "LiteRt.lib"
     assert sh(tool("llvm-ar"), "t", merged).split() == ["util.obj", "util.obj"]
     assert "Machine: IMAGE_FILE_MACHINE_ARM64" in sh(tool("llvm-readobj"), "--file-headers", merged)
     log = (dirs.logs / "bundle.log").read_text()
-    assert str(llvm_bin / "llvm-lib.exe") in log and "lib.exe fatal" not in log
+    assert str(librarian) in log and "lib.exe fatal" not in log
 
 
 def test_coff_merge_passes_the_legs_machine(tmp_path: Path) -> None:

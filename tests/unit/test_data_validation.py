@@ -182,6 +182,7 @@ def test_until_must_be_a_version(project: Path) -> None:
 # -- fields typed at load: a hostile or careless edit fails naming the file and field -----------
 
 ORT = "engines/onnxruntime/engine.toml"
+ET = "engines/executorch/engine.toml"
 ET_ROW_VERSION = 'version = "1.5.1"'  # an executorch wheel row's own version
 NOT_A_VERSION = r"is not a version such as 1.26.0"
 
@@ -299,6 +300,35 @@ BAD_DATA = [
      r"onnxruntime/engine.toml: sha256 key '../extra.tgz' must be one plain file name"),
     (ORT, "[sha256]\n", '[nested]\n"podspec.json" = "see the podspec"\n\n[sha256]\n',
      r"onnxruntime/engine.toml: nested.\"podspec.json\" 'see the podspec' must be a http:// or https:// URL"),
+    # -- the submodules a git source checks out (model/submodules.py)
+    (ET, 'submodules = "selected"', 'submodules = "some"',
+     r"executorch/engine.toml \[sources.source\]: submodules must be true \(every submodule, recursively\), "
+     r"false \(none\) or \"selected\".*not 'some'"),
+    (ET, 'submodules = "selected"', "submodules = true",
+     r"executorch/engine.toml \[\[submodules\]\] #1: source 'source' is not a git source with "
+     r"submodules = \"selected\"; such sources: none"),
+    (ET, "[[submodules]]\npaths", '[[submodules]]\nsource = "pytorch"\npaths',
+     r"\[\[submodules\]\] #1: source 'pytorch' is not a git source with submodules = \"selected\"; such sources: "
+     r"source$"),
+    ("engines/libtorch/engine.toml", "submodules = true", 'submodules = "selected"',
+     r"libtorch/engine.toml \[sources.source\]: submodules = \"selected\" but no \[\[submodules\]\] entry "
+     r"names source 'source'"),
+    (ORT, "[sources.aar]\n", "[sources.aar]\nsubmodules = true\n",
+     r"onnxruntime/engine.toml \[sources.aar\]: submodules applies to git sources only"),
+    (ET, 'paths = ["third-party/json"', 'paths = ["../json"',
+     r"\[\[submodules\]\] #1: paths entry '../json' is not a submodule path relative to the source's root"),
+    (ET, 'paths = ["third-party/json"', 'paths = ["/third-party/json"',
+     r"\[\[submodules\]\] #1: paths entry '/third-party/json' is not a submodule path"),
+    (ET, 'paths = ["backends/mlx/third-party/mlx"]', "paths = []", r"\[\[submodules\]\] #5: paths is an empty list"),
+    (ET, 'switch = "EXECUTORCH_BUILD_XNNPACK"', 'switch = "-DEXECUTORCH_BUILD_XNNPACK=ON"',
+     r"\[\[submodules\]\] #2: switch '-DEXECUTORCH_BUILD_XNNPACK=ON' is not a build switch name"),
+    (ET, 'switch = "EXECUTORCH_BUILD_XNNPACK"', 'swich = "EXECUTORCH_BUILD_XNNPACK"',
+     r"\[\[submodules\]\] #2: unknown fields swich \(did you mean switch\?\)"),
+    (ET, 'when = { platform = "ios" }', 'when = { platform = "iphone" }',
+     r"\[\[submodules\]\] #6: when.platform 'iphone' is not a canonical platform"),
+    (ET, 'when = { platform = "ios" }', 'when = { os = "wasm" }',
+     r"executorch/engine.toml: \[\[submodules\]\] #6 \(when os=wasm\) matches no leg of "
+     r"variants/executorch.toml"),
 ]
 
 

@@ -156,3 +156,55 @@ def test_mirror_directories_and_offline(upstream: Upstream, tmp_path: Path) -> N
     bare = Remotes(tmp_path / "other-cache", offline=True)
     with pytest.raises(GitError, match="offline, and no mirror= directory holds a clone"):
         git.fetch("https://example.invalid/org/app", upstream.v1, bare, log=tmp_path / "log", label="git")
+
+
+# -- a selection of submodules ----------------------------------------------------------------
+
+@pytest.fixture
+def two_submodules(upstream: Upstream) -> str:
+    """`app` at a commit with a second submodule `deps/other` -> `other`; returns the commit."""
+    upstream._repo(upstream.root / "work" / "other", "other.txt", "other 1\n")
+    app = upstream.root / "work" / "app"
+    _git(app, "submodule", "add", "-q", "../other.git", "deps/other")
+    _git(app, "commit", "-q", "-m", "a second submodule")
+    _git(app, "push", "-q", "origin", "main")
+    return _git(app, "rev-parse", "HEAD")
+
+
+def _selected_checkout(upstream: Upstream, tmp_path: Path, commit: str, only: tuple[str, ...]) -> Path:
+    remotes = Remotes(tmp_path / "cache")
+    url, log = upstream.url("app"), tmp_path / "git.log"
+    git.fetch(url, commit, remotes, log=log, label="git app")
+    tree = tmp_path / "src"
+    git.checkout(url, commit, tree, remotes, submodules=True, log=log, label="git app", only=only)
+    return tree
+
+
+def test_unselected_submodules_are_never_fetched(upstream: Upstream, two_submodules: str, tmp_path: Path) -> None:
+    shutil.move(upstream.root / "other.git", upstream.root / "other.gone")  # fetching it would fail
+    tree = _selected_checkout(upstream, tmp_path, two_submodules, ("deps/lib",))
+    assert (tree / "deps/lib/inner/leaf.txt").read_text() == "leaf 1\n"  # with its own submodules
+    assert not any((tree / "deps/other").iterdir())  # the directory git leaves for an uninitialised one
+    mirrors = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "cache/git").glob("*.git"))
+    assert mirrors == ["app", "leaf", "lib"]  # no mirror of `other`
+    assert git.gitlinks(tree, two_submodules, ("deps/lib",)) == {"deps/lib": upstream.lib}
+    assert git.submodule_urls(tree) == {"deps/lib": "../lib.git", "deps/other": "../other.git"}
+
+
+def test_a_selected_checkout_is_kept_until_the_selection_changes(upstream: Upstream, two_submodules: str,
+                                                                 tmp_path: Path) -> None:
+    tree = _selected_checkout(upstream, tmp_path, two_submodules, ("deps/lib",))
+    marker = tree / ".git" / "kept"
+    marker.write_text("")
+    _selected_checkout(upstream, tmp_path, two_submodules, ("deps/lib",))
+    assert marker.exists()  # exactly the selection: kept
+    _selected_checkout(upstream, tmp_path, two_submodules, ("deps/other",))
+    assert not marker.exists()
+    assert (tree / "deps/other/other.txt").read_text() == "other 1\n" and not any((tree / "deps/lib").iterdir())
+
+
+def test_a_selected_path_that_is_no_submodule_is_an_error(upstream: Upstream, two_submodules: str,
+                                                          tmp_path: Path) -> None:
+    with pytest.raises(GitError, match=r"the checked-out commit records no submodule at deps/nosuch \(the selected "
+                                       r"submodule paths\); the ones it records: deps/lib, deps/other"):
+        _selected_checkout(upstream, tmp_path, two_submodules, ("deps/lib", "deps/nosuch"))

@@ -129,3 +129,19 @@ def test_an_origin_file_is_part_of_the_key(project: Path, tmp_path: Path) -> Non
     assert first.digest and second.digest and first.digest != second.digest
     unpinned = replace(plan, downloads=tuple(replace(d, sha256="") for d in plan.downloads))
     assert legkey.leg_key(unpinned, matrix.engines["onnxruntime"], project).uncacheable
+
+
+def test_the_submodules_a_leg_checks_out_are_in_its_key(project: Path) -> None:
+    """The selected paths are part of what pins the source; their commits are the gitlinks of
+    the pinned commit's tree, so the commit pin covers them. An entry another leg's switch
+    selects leaves this leg's key alone."""
+    leg = "executorch-linux-x86_64-static"
+    before = keys(project)[leg]
+    assert before.digest, before.uncacheable
+    engine_toml = project / "engines/executorch/engine.toml"
+    _edit(engine_toml, 'paths = ["backends/mlx/third-party/mlx"]',
+          'paths = ["backends/mlx/third-party/mlx", "third-party/googletest"]')
+    assert keys(project)[leg] == before  # the MLX entry: a switch this leg does not turn on
+    _edit(engine_toml, 'paths = ["third-party/json", ', 'paths = ["third-party/json", "third-party/pybind11", ')
+    after = keys(project)[leg]
+    assert after.parts["inputs"] != before.parts["inputs"] and after.digest != before.digest

@@ -2,13 +2,16 @@
 #variant-legs, #executorch-cpu-default, #fix-glslc, #fix-mlx-bundling)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from backends.explain import render_plan
 from backends.model.matrix import load_matrix
-from backends.model.plan import Plan
-from backends.model.recipes import plan_all
+from backends.model.plan import Download, Plan
+from backends.model.recipes import _load_recipe, plan_all
+from backends.model.submodules import with_selected_submodules
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = "executorch"
@@ -278,3 +281,110 @@ def test_notes_document_the_source_leaf_and_jobs_token(plans: dict[str, Plan]) -
     for plan in built(plans):
         text = " ".join(plan.notes)
         assert "6475" in text and "{jobs:ram_gb/3}" in text
+
+
+# -- the submodules each leg checks out (engine.toml [[submodules]], docs/upstream.md#executorch-submodules)
+
+# ExecuTorch v1.3.1's submodules (.gitmodules and the gitlinks of the tag's tree), by host.
+UPSTREAM_SUBMODULES = {
+    "backends/arm/third-party/ethos-u-core-driver": "git.gitlab.arm.com",
+    "backends/cadence/utils/FACTO": "github.com",
+    "backends/mlx/third-party/mlx": "github.com",
+    "backends/vulkan/third-party/Vulkan-Headers": "github.com",
+    "backends/vulkan/third-party/VulkanMemoryAllocator": "github.com",
+    "backends/vulkan/third-party/volk": "github.com",
+    "backends/xnnpack/third-party/FP16": "github.com",
+    "backends/xnnpack/third-party/FXdiv": "github.com",
+    "backends/xnnpack/third-party/XNNPACK": "github.com",
+    "backends/xnnpack/third-party/cpuinfo": "github.com",
+    "backends/xnnpack/third-party/pthreadpool": "github.com",
+    "extension/llm/tokenizers": "github.com",
+    "kernels/optimized/third-party/eigen": "gitlab.com",
+    "shim": "github.com",
+    "third-party/ao": "github.com",
+    "third-party/flatbuffers": "github.com",
+    "third-party/flatcc": "github.com",
+    "third-party/gflags": "github.com",
+    "third-party/googletest": "github.com",
+    "third-party/ios-cmake": "github.com",
+    "third-party/json": "github.com",
+    "third-party/pocketfft": "github.com",
+    "third-party/prelude": "github.com",
+    "third-party/pybind11": "github.com",
+}
+# What a configure with the common flags reads: third-party/CMakeLists.txt, FXdiv/cpuinfo/
+# pthreadpool, XNNPACK, the optimized kernels' Eigen and pocketfft.
+COMMON_SUBMODULES = (
+    "backends/xnnpack/third-party/FXdiv", "backends/xnnpack/third-party/XNNPACK",
+    "backends/xnnpack/third-party/cpuinfo", "backends/xnnpack/third-party/pthreadpool",
+    "kernels/optimized/third-party/eigen", "third-party/flatbuffers", "third-party/flatcc", "third-party/gflags",
+    "third-party/json", "third-party/pocketfft",
+)
+VULKAN = ("backends/vulkan/third-party/Vulkan-Headers", "backends/vulkan/third-party/VulkanMemoryAllocator",
+          "backends/vulkan/third-party/volk")
+EXTRA_SUBMODULES = {
+    "executorch-linux-x86_64-gpu-static": VULKAN,
+    "executorch-macos-arm64-gpu-static": ("backends/mlx/third-party/mlx",),
+    "executorch-ios-xcframework": ("third-party/ios-cmake",),
+    "executorch-ios-gpu-xcframework": ("third-party/ios-cmake",),
+}
+
+
+def source_of(plan: Plan) -> Download:
+    return next(d for d in plan.downloads if d.name == "source")
+
+
+def test_each_leg_checks_out_only_the_submodules_its_build_reads(plans: dict[str, Plan]) -> None:
+    for plan in built(plans):
+        download = source_of(plan)
+        expected = tuple(sorted(COMMON_SUBMODULES + EXTRA_SUBMODULES.get(plan.leg.id, ())))
+        assert download.submodules and download.submodule_paths == expected, plan.leg.id
+    pytorch = [d for p in built(plans) for d in p.downloads if d.name == "pytorch"]
+    assert pytorch and all(d.submodules and not d.submodule_paths for d in pytorch)  # PyTorch's: every one
+
+
+def test_every_selected_path_is_a_submodule_of_the_pinned_release() -> None:
+    engine = load_matrix(ROOT).engines[ENGINE]
+    assert engine.version == "1.3.1", "UPSTREAM_SUBMODULES lists 1.3.1's: read the new tag's .gitmodules"
+    assert engine.sources["source"].select_submodules
+    for entry in engine.submodules:
+        assert set(entry.paths) <= set(UPSTREAM_SUBMODULES), entry.label
+
+
+def test_no_leg_depends_on_a_host_it_does_not_build_from(plans: dict[str, Plan]) -> None:
+    never = {"backends/arm/third-party/ethos-u-core-driver", "backends/cadence/utils/FACTO", "third-party/prelude",
+             "shim", "backends/xnnpack/third-party/FP16", "third-party/pybind11", "third-party/googletest",
+             "third-party/ao", "extension/llm/tokenizers"}
+    for plan in built(plans):
+        paths = set(source_of(plan).submodule_paths)
+        assert not paths & never, plan.leg.id
+        assert {UPSTREAM_SUBMODULES[p] for p in paths} == {"github.com", "gitlab.com"}, plan.leg.id  # Eigen's
+
+
+def _with_define(plan: Plan, label: str, define: str) -> Plan:
+    return replace(plan, build=tuple(replace(c, argv=(*c.argv, define)) if c.label == label else c
+                                     for c in plan.build))
+
+
+def test_the_selection_follows_the_configure_flags(plans: dict[str, Plan]) -> None:
+    engine = load_matrix(ROOT).engines[ENGINE]
+    linux = plans["executorch-linux-x86_64-static"]
+    pybind = with_selected_submodules(_with_define(linux, "configure", "-DEXECUTORCH_BUILD_PYBIND=ON"), engine)
+    assert set(source_of(pybind).submodule_paths) == {*COMMON_SUBMODULES, "third-party/pybind11"}
+    no_xnnpack = with_selected_submodules(_with_define(linux, "configure", "-DEXECUTORCH_BUILD_XNNPACK=OFF"), engine)
+    assert "backends/xnnpack/third-party/XNNPACK" not in source_of(no_xnnpack).submodule_paths  # a later -D wins
+    # The iOS presets turn the LLM extension and torchao on; the recipe's -D...=OFF turn them off again.
+    ios = plans["executorch-ios-xcframework"]
+    assert not {"extension/llm/tokenizers", "third-party/ao"} & set(source_of(ios).submodule_paths)
+    with_llm = replace(ios, build=tuple(replace(c, argv=tuple(a for a in c.argv if a not in IOS_OFF))
+                                        for c in ios.build))
+    implied = _load_recipe(ROOT / "engines" / ENGINE / "recipe.py").IMPLIED_SWITCHES
+    selected = source_of(with_selected_submodules(with_llm, engine, implied)).submodule_paths
+    assert {"extension/llm/tokenizers", "third-party/ao"} <= set(selected)
+
+
+def test_plan_text_lists_the_selected_submodules(plans: dict[str, Plan]) -> None:
+    text = render_plan(plans["executorch-linux-x86_64-static"])
+    assert "    submodules: 10 selected by engines/executorch/engine.toml [[submodules]]" in text
+    assert all(f"\n      {path}\n" in text for path in COMMON_SUBMODULES)
+    assert "ethos-u" not in text and "pybind11" not in text

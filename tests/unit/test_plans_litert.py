@@ -15,6 +15,9 @@ ENGINE = "litert"
 COMMIT = "89c838788bba9c2ec6bbefd52971daf39d8e2856"
 DEFINES = ("--define=litert_disable_gpu=true", "--define=litert_disable_npu=true")
 BAZEL = ("bazelisk", "--output_base={build}/bazel-base")
+# Windows: the output base and LLVM in the leg's short directory (MAX_PATH; test_windows_paths.py)
+WINDOWS_BAZEL = ("bazelisk", "--output_base={short}\\bazel")
+LLVM = "{short}\\llvm"
 LINK = "--symlink_prefix={build}/bazel-"
 STATIC_TARGET = "//litert/c:litert_runtime_c_api_so_shim"
 PREBUILT = {
@@ -111,7 +114,7 @@ def test_contract_on_every_leg(plans: dict[str, Plan]) -> None:
 def test_every_bazel_build_disables_gpu_and_npu(plans: dict[str, Plan]) -> None:
     for plan in built(plans):
         for argv in bazel_commands(plan):
-            assert argv[:2] == BAZEL
+            assert argv[:2] == (WINDOWS_BAZEL if plan.leg.os == "windows" else BAZEL), plan.leg.id
             for define in DEFINES:
                 assert define in argv, plan.leg.id
             assert ("--compilation_mode=dbg" in argv) == (plan.leg.config == "debug"), plan.leg.id
@@ -149,18 +152,20 @@ def test_exact_argv_windows_arm64(plans: dict[str, Plan]) -> None:
     arm64 = ("--cpu=arm64_windows", "--define=tflite_with_xnnpack=false", "--override_repository=cpuinfo={src:cpuinfo}")
     debug = plans["litert-windows-arm64-static-debug"]
     assert command(debug, "bazel build").argv == (
-        *BAZEL, "build", *arm64, *DEFINES, "--compilation_mode=dbg", LINK, STATIC_TARGET)
+        *WINDOWS_BAZEL, "build", *arm64, *DEFINES, "--compilation_mode=dbg", LINK, STATIC_TARGET)
     shared = plans["litert-windows-arm64-shared"]
-    assert command(shared, "bazel build").argv == (*BAZEL, "build", *arm64, *DEFINES, LINK, "//litert/c:libLiteRt")
+    assert command(shared, "bazel build").argv == (
+        *WINDOWS_BAZEL, "build", *arm64, *DEFINES, LINK, "//litert/c:libLiteRt")
     for plan in (debug, shared, plans["litert-windows-arm64-static"]):
-        assert plan.env["USE_CLANG_CL"] == "1" and plan.env["BAZEL_LLVM"] == "{build}/llvm"
+        assert plan.env["USE_CLANG_CL"] == "1" and plan.env["BAZEL_LLVM"] == LLVM
         assert plan.env["MSYS2_ARG_CONV_EXCL"] == "*" and plan.env["MSYS_NO_PATHCONV"] == "1"
-        assert command(plan, "llvm 20").argv == ("{download:llvm}", "/S", "/D={build}/llvm")
+        # one native path: NSIS's /D, last and unquoted (upstream installed to C:\\LLVM20)
+        assert command(plan, "llvm 20").argv == ("{download:llvm}", "/S", "/D=" + LLVM)
         downloads = {d.name: d for d in plan.downloads}
         assert downloads["llvm"].url.endswith("/llvmorg-20.1.8/LLVM-20.1.8-woa64.exe")
         assert downloads["cpuinfo"].kind == "git"
     x64 = plans["litert-windows-x86_64-static"]
-    assert command(x64, "bazel build").argv == (*BAZEL, "build", *DEFINES, LINK, STATIC_TARGET)
+    assert command(x64, "bazel build").argv == (*WINDOWS_BAZEL, "build", *DEFINES, LINK, STATIC_TARGET)
     assert "USE_CLANG_CL" not in x64.env and "cpuinfo" not in {d.name for d in x64.downloads}
 
 
@@ -181,18 +186,19 @@ def test_static_closure_merge(plans: dict[str, Plan]) -> None:
         if plan.leg.kind != "static" or plan.leg.os == "android":
             continue
         flags = command(plan, "bazel build").argv[3:-1]
+        bazel = WINDOWS_BAZEL if plan.leg.os == "windows" else BAZEL
         assert command(plan, "closure labels").argv == (
             "{python}", "-m", "backends.steps.bazel_closure", "labels",
             "--query", f"kind('cc_library rule', deps({STATIC_TARGET}))", "--out", "{build}/labels.txt",
-            "--bazel", "bazelisk", "--output-base", "{build}/bazel-base", "--", *flags)
-        assert command(plan, "closure build").argv == (*BAZEL, "build", *flags, "--target_pattern_file={build}/labels.txt")
+            "--bazel", "bazelisk", "--output-base", bazel[1].split("=", 1)[1], "--", *flags)
+        assert command(plan, "closure build").argv == (*bazel, "build", *flags, "--target_pattern_file={build}/labels.txt")
         assert command(plan, "closure collect").argv[:8] == (
             "{python}", "-m", "backends.steps.bazel_closure", "collect", "--target", STATIC_TARGET,
             "--out", "{build}/closure.txt")
         assert plan.bundle is not None and plan.bundle.libraries_from == "{build}/closure.txt"
         assert plan.bundle.output == ("lib/LiteRt.lib" if plan.leg.os == "windows" else "lib/libLiteRt.a")
         # upstream: `lib /machine:x64`; on arm64 `llvm-lib /machine:arm64` (lib.exe: LNK1160 on clang-cl archives)
-        librarian = {"x86_64": ("", "x64"), "arm64": ("{build}/llvm/bin/llvm-lib.exe", "arm64")}
+        librarian = {"x86_64": ("", "x64"), "arm64": (LLVM + "\\bin\\llvm-lib.exe", "arm64")}
         expected = librarian[plan.leg.arch] if plan.leg.os == "windows" else ("", "")
         assert (plan.bundle.tool, plan.bundle.machine) == expected, plan.leg.id
 

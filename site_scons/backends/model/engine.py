@@ -7,14 +7,13 @@ import urllib.parse
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from .schema import (  # DataError is imported from here by the rest of the project
     DEFAULT_VERSION_PATTERN,
     DataError,
     Field,
     VersionPattern,
-    boolean,
     line,
     list_of,
     matching,
@@ -68,7 +67,10 @@ class SourceSpec:
     kind: str = "archive"  # archive | git
     ref: str = ""
     commit: str = ""
-    submodules: bool = False
+    submodules: bool = False  # checked out with its submodules (recursively)
+    # Only the submodules the engine's [[submodules]] entries select for a leg
+    # (`submodules = "selected"`); else every one.
+    select_submodules: bool = False
 
     @property
     def recorded_commit(self) -> bool:
@@ -97,6 +99,33 @@ class PatchSpec:
 
 
 @dataclass(frozen=True)
+class SubmoduleSpec:
+    """An `[[submodules]]` entry: submodule paths of a git source that a leg checks out when
+    it matches `when` and its build turns `switch` on (model/submodules.py); both optional."""
+
+    index: int  # its place among the engine's entries, from 1: how messages name it
+    source: str
+    paths: tuple[str, ...]
+    reason: str
+    switch: str = ""  # a build switch (CMake option, environment variable) that needs them
+    when: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def applies_to(self, facts: Mapping[str, str | tuple[str, ...]], switches: frozenset[str]) -> bool:
+        return when_matches(self.when, facts) and (not self.switch or self.switch in switches)
+
+    @property
+    def condition(self) -> str:
+        """What selects it, for messages: `switch X`, `when os=ios`, or `always`."""
+        parts = [f"switch {self.switch}"] if self.switch else []
+        parts += [f"when {key}={'|'.join(values)}" for key, values in self.when.items()]
+        return ", ".join(parts) or "always"
+
+    @property
+    def label(self) -> str:
+        return f"[[submodules]] #{self.index} ({self.condition})"
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     libname: str
@@ -109,6 +138,7 @@ class Engine:
     sources: Mapping[str, SourceSpec]
     patches: tuple[PatchSpec, ...]
     sha256: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    submodules: tuple[SubmoduleSpec, ...] = ()  # what the `submodules = "selected"` sources check out
     # What a pinned file names (Download.names), by that file's name: recorded by `scons lock`.
     nested: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # The engine's own version scheme within the grammar: the pin, rows' versions and
@@ -167,6 +197,20 @@ PIN_CHECKS = {
 }
 _PATCH_FILE = matching(r"patches/(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_.+-]*\.py",
                        "must be a script in the engine's patches/ directory (patches/<name>.py)")
+_SUBMODULE_PATH = matching(r"(?!.*\.\.)(?!.*//)[A-Za-z0-9_][A-Za-z0-9_.+/-]*(?<!/)",
+                           "is not a submodule path relative to the source's root, such as third-party/json "
+                           "(letters, digits, . _ + - and /; no leading or trailing /, no '..')")
+_SWITCH = matching(r"[A-Za-z_][A-Za-z0-9_]*", "is not a build switch name such as EXECUTORCH_BUILD_XNNPACK "
+                                              "(a CMake option or environment variable: letters, digits, _)")
+SELECTED = "selected"
+
+
+def _submodules_mode(value: object, label: str, where: str) -> bool | str:
+    """A git source's `submodules`: true (every one), false (none) or "selected"."""
+    if value is True or value is False or value == SELECTED:
+        return value  # type: ignore[return-value]
+    raise DataError(f"{where}: {label} must be true (every submodule, recursively), false (none) or "
+                    f"\"{SELECTED}\" (only those the [[submodules]] entries select for the leg), not {value!r}")
 
 
 def _conditions(raw: object, label: str, where: str) -> Mapping[str, tuple[str, ...]]:
@@ -212,6 +256,7 @@ ENGINE_FIELDS = (
     Field("pins", table_of(path_component, key_check=template_name, by_key=PIN_CHECKS), MappingProxyType({})),
     Field("sources", table_of(table, key_check=path_component), MappingProxyType({})),
     Field("patches", list_of(table), ()),
+    Field("submodules", list_of(table), ()),
     Field("sha256", table_of(optional(_SHA256), key_check=path_component), MappingProxyType({})),
     Field("nested", table_of(url(), key_check=path_component), MappingProxyType({})),
 )
@@ -220,13 +265,20 @@ SOURCE_FIELDS = (
     Field("kind", one_of(SOURCE_KINDS), "archive"),
     Field("ref", optional(template(_GIT_REF)), ""),
     Field("commit", optional(_COMMIT), ""),
-    Field("submodules", boolean, False),
+    Field("submodules", _submodules_mode, False),
 )
 PATCH_FIELDS = (
     Field("file", _PATCH_FILE),
     Field("reason", line),
     Field("upstream", optional(url()), ""),
     Field("until", optional(version), ""),
+    Field("when", _conditions, MappingProxyType({})),
+)
+SUBMODULE_FIELDS = (
+    Field("source", path_component, "source"),
+    Field("paths", list_of(_SUBMODULE_PATH)),
+    Field("reason", line),
+    Field("switch", optional(_SWITCH), ""),
     Field("when", _conditions, MappingProxyType({})),
 )
 _URL_SCHEMES = {"archive": ("http", "https"), "git": ("http", "https", "file")}
@@ -238,12 +290,34 @@ def _source(name: str, raw: object, where: str) -> SourceSpec:
     template(url(_URL_SCHEMES[values["kind"]]))(values["url"], "url", where)
     if values["kind"] == "git" and not values["ref"]:
         raise DataError(f"{where}: a git source needs a ref (a tag, branch or commit)")
-    return SourceSpec(name=name, **values)
+    if values["kind"] != "git" and values["submodules"] is not False:
+        raise DataError(f"{where}: submodules applies to git sources only (kind = \"git\")")
+    mode = values.pop("submodules")
+    return SourceSpec(name=name, submodules=mode is not False, select_submodules=mode == SELECTED, **values)
 
 
 def _patch(raw: object, where: str) -> PatchSpec:
     values = read(raw, PATCH_FIELDS, where)
     return PatchSpec(name=Path(values["file"]).stem, **values)
+
+
+def _submodule_entries(raw: Sequence[object], sources: Mapping[str, SourceSpec],
+                       where: str) -> tuple[SubmoduleSpec, ...]:
+    """The [[submodules]] entries: each names a source whose `submodules` is "selected", and
+    every such source has at least one (else it would check out none, silently)."""
+    entries = tuple(SubmoduleSpec(index=index, **read(entry, SUBMODULE_FIELDS, f"{where} [[submodules]] #{index}"))
+                    for index, entry in enumerate(raw, start=1))
+    for entry in entries:
+        spec = sources.get(entry.source)
+        if spec is None or not spec.select_submodules:
+            selecting = [name for name, s in sources.items() if s.select_submodules]
+            raise DataError(f"{where} [[submodules]] #{entry.index}: source {entry.source!r} is not a git source "
+                            f"with submodules = \"{SELECTED}\"; such sources: {', '.join(selecting) or 'none'}")
+    for name, spec in sources.items():
+        if spec.select_submodules and not any(entry.source == name for entry in entries):
+            raise DataError(f"{where} [sources.{name}]: submodules = \"{SELECTED}\" but no [[submodules]] entry "
+                            f"names source {name!r}: add one (paths, reason) or set submodules = true")
+    return entries
 
 
 def load_engine(root: Path) -> Engine:
@@ -268,6 +342,7 @@ def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
     pattern = values["version_pattern"]
     if not pattern.fullmatch(values["version"]):
         raise DataError(f"{where}: version {values['version']!r} does not match version_pattern {pattern.pattern!r}")
+    sources = MappingProxyType({name: _source(name, spec, where) for name, spec in values["sources"].items()})
     return Engine(
         name=values["name"],
         libname=values["libname"],
@@ -277,9 +352,10 @@ def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
         root=root,
         package_dirs=values["package_dirs"],
         pins=values["pins"],
-        sources=MappingProxyType({name: _source(name, spec, where) for name, spec in values["sources"].items()}),
+        sources=sources,
         patches=tuple(_patch(patch, f"{where} [[patches]] #{index}")
                       for index, patch in enumerate(values["patches"], start=1)),
+        submodules=_submodule_entries(values["submodules"], sources, where),
         sha256=values["sha256"],
         nested=values["nested"],
         version_pattern=pattern,

@@ -33,6 +33,8 @@ class Leg:
     # Set only where a leg's upstream source exists at another version than the engine's
     # pin (ExecuTorch's wheels carry a C++ runtime only since 1.5); names follow it.
     version: str = ""
+    cold_hours: float = 0.0  # a cold build's estimated hours on its runner; 0: well within a CI job
+    free_disk: bool = False  # CI frees the runner's disk first (inputs of several GB)
 
     @property
     def os(self) -> str:

@@ -8,13 +8,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from .engine import DataError, Engine, load_engine
+from .engine import DataError, Engine, load_engine, when_matches
 from .leg import Leg, leg_id
 from .recipe_kit import facts
 from .schema import (
     PATH_COMPONENT,
     Field,
     boolean,
+    hours,
     identifier,
     line,
     list_of,
@@ -82,6 +83,11 @@ ROW_FIELDS = (
     Field("requires", table_of(line, key_check=identifier), MappingProxyType({})),
     Field("params", table_of(path_component, key_check=template_name, by_key=PARAM_CHECKS), MappingProxyType({})),
     Field("version", version, ""),
+    # Runner limits (docs/decisions.md "On the runners"): the hours a cold build (no compiler
+    # cache) is estimated to take on its runner, 0 when well within a CI job; and whether CI
+    # frees the Linux runner's preinstalled SDKs first (inputs of several GB).
+    Field("cold_hours", hours, 0.0),
+    Field("free_disk", boolean, False),
 )
 VARIANTS_FIELDS = (
     Field("defaults", table, {}),
@@ -122,6 +128,9 @@ def _expand_row(engine: Engine, row: Mapping[str, object], defaults: Mapping[str
         raise DataError(f"{where}: flavor {flavor} {'must not' if flavor == 'cpu' else 'must'} name an accelerator")
     if flavor == "cuda" and accelerator != ("cuda",):
         raise DataError(f"{where}: flavor cuda means accelerator cuda")
+    if values["free_disk"] and RUNNERS[values["runner"]][0] != "linux":
+        raise DataError(f"{where}: free_disk removes a Linux runner's preinstalled SDKs; runner {values['runner']} "
+                        "is not a Linux runner")
     aggregate = values["aggregate"]
     source = values["source"] or ("aggregate" if aggregate else "build")
     if (source == "aggregate") != bool(aggregate):
@@ -152,6 +161,8 @@ def _expand_row(engine: Engine, row: Mapping[str, object], defaults: Mapping[str
             requires=values["requires"],
             params=values["params"],
             version=values["version"],
+            cold_hours=values["cold_hours"],
+            free_disk=values["free_disk"],
         ))
     return legs
 
@@ -184,7 +195,8 @@ def _validate(legs: list[Leg]) -> None:
 
 
 def _check_patches(engines: Mapping[str, Engine], legs: list[Leg]) -> None:
-    """A patch whose `when` matches no leg is a typo or a leftover: it would silently never apply."""
+    """A patch (or a [[submodules]] entry) whose `when` matches no leg is a typo or a leftover:
+    it would silently never apply."""
     for engine in engines.values():
         leg_facts = [facts(leg) for leg in legs if leg.engine == engine.name and not leg.aggregate]
         for patch in engine.patches:
@@ -192,6 +204,10 @@ def _check_patches(engines: Mapping[str, Engine], legs: list[Leg]) -> None:
                 when = ", ".join(f"{key} = {'|'.join(values)}" for key, values in patch.when.items())
                 raise DataError(f"engines/{engine.name}/engine.toml: patch {patch.file} applies to no leg of "
                                 f"variants/{engine.name}.toml (when {when or 'always'})")
+        for entry in engine.submodules:
+            if not any(when_matches(entry.when, one) for one in leg_facts):
+                raise DataError(f"engines/{engine.name}/engine.toml: {entry.label} matches no leg of "
+                                f"variants/{engine.name}.toml: its paths would never be checked out")
 
 
 def engine_names(project_root: Path) -> list[str]:

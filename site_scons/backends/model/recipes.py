@@ -13,6 +13,7 @@ from .engine import DataError, Engine
 from .leg import Leg
 from .matrix import AGGREGATE_SLICES, Matrix
 from .plan import Contract, Plan, Smoke
+from .submodules import with_selected_submodules
 
 
 @lru_cache(maxsize=None)
@@ -69,6 +70,8 @@ def plan_leg(leg: Leg, engine: Engine, matrix: Matrix) -> Plan:
         if validate is not None:
             validate(leg)  # refuses, with a DataError, a leg the recipe cannot build
         plan = recipe.plan(leg, engine, archive)
+        # A recipe whose arguments turn build switches on indirectly declares them (model/submodules.py).
+        plan = with_selected_submodules(plan, engine, getattr(recipe, "IMPLIED_SWITCHES", None))
         plan = replace(plan, warnings=plan.warnings + _outdated_patches(plan, engine))
         if plan.smoke is not None and not leg.can_run:
             plan = replace(plan, smoke=None)

@@ -76,6 +76,14 @@ def boolean(value: object, label: str, where: str) -> bool:
     return value
 
 
+def hours(value: object, label: str, where: str) -> float:
+    """A positive number of hours, as TOML writes it (5 or 5.5), at most a day."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 24:
+        raise DataError(f"{where}: {label} must be a number of hours above 0 and at most 24 (such as 5.5), "
+                        f"not {value!r}")
+    return float(value)
+
+
 def table(value: object, label: str, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _type_error(value, label, where, "a table")

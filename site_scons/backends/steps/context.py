@@ -1,6 +1,7 @@
 """Where a leg's steps work, and how plan symbols (`{src}`, `{env:X}`, ...) become real values."""
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
@@ -68,6 +69,13 @@ class LegDirs:
     def steps(self) -> Path:
         return self.leg / "steps"
 
+    @property
+    def short(self) -> Path:
+        """`{short}`: build/s/<8 hex digits of the leg id>, the leg's own short directory for
+        tools whose trees nest deep (Bazel's output base, an LLVM install), so their paths
+        stay within Windows' MAX_PATH (260 characters)."""
+        return self.leg.parent.parent / "s" / hashlib.sha256(self.leg.name.encode()).hexdigest()[:8]
+
 
 def env_names(texts: Sequence[str]) -> list[str]:
     """The host variables `{env:X}` symbols in `texts` read, sorted."""
@@ -95,7 +103,7 @@ def expand(text: str, dirs: LegDirs, environ: Mapping[str, str]) -> str | None:
             return str(venv_interpreter(dirs.venv))
         if name == "src":
             return str(dirs.sources[arg] if arg else dirs.src)
-        if name in ("build", "install", "stage"):
+        if name in ("build", "install", "stage", "short"):
             return str(getattr(dirs, name))
         if name in ("extract", "download"):
             table = dirs.extracts if name == "extract" else dirs.downloads

@@ -8,8 +8,10 @@ records). `fetch` makes the mirror hold a commit: once, `git fetch --depth 1` fr
 first remote that has it (a clone named like the repository in a `mirror=` directory, an
 `origin=`, then the upstream URL); `refs/pins/<commit>` keeps it reachable. `checkout`
 makes a work tree at that commit from the mirror alone, submodules included (each from
-its own mirror, at the commit the superproject records). So a newly recorded pin,
-`scons -c` or `rm -rf build` never clones again: only a commit the cache lacks is fetched.
+its own mirror, at the commit the superproject records): every one, or only the selected
+paths (each with all of its own), so an unselected submodule is never fetched and never
+gets a mirror. So a newly recorded pin, `scons -c` or `rm -rf build` never clones again:
+only a commit the cache lacks is fetched.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ _SHA = re.compile(r"[0-9a-f]{40}")
 # the local mirrors, which git refuses over the file transport unless told (CVE-2022-39253).
 _CONFIG = ("-c", "core.longpaths=true", "-c", "protocol.file.allow=always")
 _ENV = {"GIT_TERMINAL_PROMPT": "0"}  # a missing repository fails instead of asking for a password
+Module = tuple[str, str, str]  # a submodule: (name, path, the commit the superproject records)
 
 
 class GitError(RuntimeError):
@@ -175,10 +178,11 @@ def _has_commit(repository: Path, commit: str) -> bool:
 # -- checkouts --------------------------------------------------------------------------------
 
 def checkout(url: str, commit: str, dest: Path, remotes: Remotes, *, submodules: bool, log: Path,
-             label: str) -> None:
+             label: str, only: Sequence[str] = ()) -> None:
     """A work tree of `url` at `commit` in `dest`, made from the cache's mirror (which must hold
-    the commit: `fetch`); kept as it is when it already is exactly that."""
-    if _is_checked_out(dest, commit, submodules):
+    the commit: `fetch`), with every submodule or `only` those paths; kept as it is when it
+    already is exactly that."""
+    if _is_checked_out(dest, commit, submodules, only):
         return
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
@@ -188,12 +192,13 @@ def checkout(url: str, commit: str, dest: Path, remotes: Remotes, *, submodules:
     git.run(dest, "fetch", "--quiet", "--depth", "1", str(remotes.mirror(url)), commit)
     git.run(dest, "checkout", "--quiet", "--detach", commit)
     if submodules:
-        _update_submodules(dest, remotes, git)
+        _update_submodules(dest, remotes, git, only)
 
 
-def _update_submodules(repository: Path, remotes: Remotes, git: _Log) -> None:
-    """Each submodule from its own mirror at the commit `repository` records, recursively."""
-    modules = _submodules(repository)
+def _update_submodules(repository: Path, remotes: Remotes, git: _Log, only: Sequence[str] = ()) -> None:
+    """Each submodule (or `only` those paths) from its own mirror at the commit `repository`
+    records, with all of its own submodules."""
+    modules = _selected(_submodules(repository), only, repository)
     if not modules:
         return
     git.run(repository, "submodule", "init", "--", *(path for _, path, _ in modules))
@@ -206,7 +211,44 @@ def _update_submodules(repository: Path, remotes: Remotes, git: _Log) -> None:
         _update_submodules(repository / path, remotes, git)
 
 
-def _submodules(repository: Path) -> list[tuple[str, str, str]]:
+def _selected(modules: list[Module], only: Sequence[str], repository: Path) -> list[Module]:
+    """The `modules` at the paths `only` names (all when empty); a path the commit records no
+    submodule at is an error: the selection is data that must name real submodules."""
+    if not only:
+        return modules
+    recorded = {path for _, path, _ in modules}
+    unknown = sorted(set(only) - recorded)
+    if unknown:
+        raise GitError(f"{repository}: the checked-out commit records no submodule at {', '.join(unknown)} (the "
+                       f"selected submodule paths); the ones it records: {', '.join(sorted(recorded)) or 'none'}")
+    return [module for module in modules if module[1] in only]
+
+
+def gitlinks(repository: Path, commit: str, paths: Sequence[str]) -> dict[str, str]:
+    """The commit each submodule path is pinned to by `commit`'s tree (`git ls-tree`)."""
+    found = {}
+    for line in _output(["ls-tree", commit, "--", *paths], repository).splitlines():
+        meta, _, path = line.partition("\t")
+        mode, kind, sha = meta.split(" ", 2)
+        if mode == "160000" and kind == "commit":
+            found[path] = sha
+    return found
+
+
+def submodule_urls(repository: Path) -> dict[str, str]:
+    """Every submodule path `.gitmodules` declares, with its URL (as written there)."""
+    if not (repository / ".gitmodules").is_file():
+        return {}
+    config = _output(["config", "--file", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"], repository)
+    fields: dict[str, dict[str, str]] = {}
+    for line in config.splitlines():
+        key, _, value = line.partition(" ")
+        name, field = key[len("submodule."):].rsplit(".", 1)
+        fields.setdefault(name, {})[field] = value
+    return {entry["path"]: entry.get("url", "") for entry in fields.values() if "path" in entry}
+
+
+def _submodules(repository: Path) -> list[Module]:
     """(name, path, recorded commit) of every submodule the checked-out commit records and
     whose `update` is not `none`."""
     if not (repository / ".gitmodules").is_file():
@@ -232,8 +274,9 @@ def _submodules(repository: Path) -> list[tuple[str, str, str]]:
     return found
 
 
-def _is_checked_out(dest: Path, commit: str, submodules: bool) -> bool:
-    """`dest` is a clean work tree at `commit` (and its submodules at theirs)."""
+def _is_checked_out(dest: Path, commit: str, submodules: bool, only: Sequence[str] = ()) -> bool:
+    """`dest` is a clean work tree at `commit`, its submodules (or `only` those, and no
+    other) at theirs."""
     if not (dest / ".git").exists():
         return False
     try:
@@ -241,7 +284,12 @@ def _is_checked_out(dest: Path, commit: str, submodules: bool) -> bool:
             return False
         if submodules and (dest / ".gitmodules").is_file():
             states = _output(["submodule", "status", "--recursive"], dest).splitlines()
-            return all(line.startswith(" ") for line in states)
+            return all(line[:1] == (" " if _wanted(line[1:].split()[1], only) else "-") for line in states)
     except GitError:
         return False
     return True
+
+
+def _wanted(path: str, only: Sequence[str]) -> bool:
+    """Whether the submodule at `path` (nested ones as `outer/inner`) belongs in the checkout."""
+    return not only or any(path == top or path.startswith(top + "/") for top in only)

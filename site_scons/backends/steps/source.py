@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .files import hardlink_or_copy, sha256_file
+from .files import hardlink_or_copy, mirror_tree, sha256_file
 from .globs import matches
 
 
@@ -104,14 +104,9 @@ def _rewrite(path: Path, text: str) -> None:
 
 
 def copy_tree(origin: Path, dest: Path) -> None:
-    """A hard-linked copy of a tree (symlinks kept); patched files get their own inode."""
-    for path in sorted(origin.rglob("*")):
-        target = dest / path.relative_to(origin)
-        if path.is_symlink() or path.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            hardlink_or_copy(path, target)
-        elif path.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
+    """A hard-linked copy of a tree (symlinks kept); patched files get their own inode.
+    Paths past MAX_PATH are reached on Windows too (files.mirror_tree)."""
+    mirror_tree(origin, dest, hardlink_or_copy)
 
 
 def prepare_tree(origin: Path, dest: Path, scripts: list[Path]) -> list[PatchOutcome]:

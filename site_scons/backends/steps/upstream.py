@@ -88,8 +88,9 @@ def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs:
 
 
 def tree_key(tree: Path) -> str:
-    """What identifies a shared tree's content: a checkout's HEAD commit (submodules follow it),
-    else a digest of every file's path, size and mtime."""
+    """What identifies a shared tree's content: a checkout's HEAD commit (the submodules' follow
+    it) and its path (each selection of submodules has a checkout of its own, graph.py), else
+    a digest of every file's path, size and mtime."""
     if (tree / ".git").exists():
         try:
             head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -97,7 +98,7 @@ def tree_key(tree: Path) -> str:
         except OSError:  # no git here: the listing below still tells trees apart
             head = None
         if head is not None and head.returncode == 0:
-            return f"git:{head.stdout.strip()}"
+            return f"git:{head.stdout.strip()}:{tree.resolve()}"
     listing = hashlib.sha256()
     for path in sorted(tree.rglob("*")):
         if path.is_file() and not path.is_symlink():
