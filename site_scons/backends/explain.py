@@ -6,13 +6,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from .ci import LAUNCHER_VARIABLES, compiler_launcher, probes
+from .ci import BUILD_STEP_MINUTES, LAUNCHER_VARIABLES, compiler_launcher, probes
 from .host import Host
 from .legkey import LegKey, leg_keys
 from .model.matrix import Matrix
 from .model.leg import Leg
 from .model.plan import Bundle, Command, Download, Plan
+from .model.recipes import plan_all
 from .run import DEFAULT_ALLOW, POLICY_FLOOR_KEY, POLICY_FLOOR_VALUE
+from .textfit import fit_table, wrap
 from .steps.upstream import SETTINGS_PREFIX, SITE_SCONS
 from .steps.verify import summary
 
@@ -24,27 +26,43 @@ def _yes_no(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def list_rows(plans: Sequence[Plan], host: Host, keys: Mapping[str, LegKey] | None = None) -> list[dict[str, str]]:
+def cold_build(leg: Leg) -> str:
+    """A cold build's estimated time on the leg's runner (`cold_hours`), and what happens when
+    it is longer than CI's build step may run: the step stops, the compiler cache is saved,
+    and a re-run continues from it. "-": well within a CI job."""
+    if not leg.cold_hours:
+        return "-"
+    text = f"~{leg.cold_hours:g} h"
+    if leg.cold_hours * 60 > BUILD_STEP_MINUTES:
+        text += f" > {BUILD_STEP_MINUTES / 60:g} h: 2 CI runs"  # the re-run starts from the saved compiler cache
+    return text
+
+
+def list_rows(plans: Sequence[Plan], host: Host, keys: Mapping[str, LegKey] | None = None,
+              archive: bool = False) -> list[dict[str, str]]:
+    """`scons list`'s rows; the archive's name (long, and derived from the id) only when asked."""
     rows = []
     for plan in plans:
         leg = plan.leg
         run_mode = host.run_mode(leg, plan.smoke)
         rows.append({
             "leg": leg.id,
-            "archive": plan.archive,
+            **({"archive": plan.archive} if archive else {}),
             "source": leg.source,
             "accelerator": ",".join(leg.accelerator) or "-",
             "runner": leg.runner,
-            "builds here": _yes_no(host.can_build(leg)),
-            "runs here": run_mode if run_mode else ("no" if leg.can_run else "never"),
+            "build": _yes_no(host.can_build(leg)),  # here, on this host
+            "run": run_mode if run_mode else ("no" if leg.can_run else "never"),
             **({"key": keys[leg.id].short} if keys else {}),
+            "cold build": cold_build(leg),  # last: it may hold spaces
         })
     return rows
 
 
-def format_table(rows: Sequence[dict[str, str]]) -> str:
+def format_table(rows: Sequence[dict[str, str]], fit: bool = True) -> str:
     if not rows:
         return "(no legs)"
+    rows = fit_table(rows) if fit else rows
     headers = list(rows[0])
     widths = {h: max(len(h), *(len(r[h]) for r in rows)) for h in headers}
     lines = ["  ".join(h.ljust(widths[h]) for h in headers).rstrip()]
@@ -53,16 +71,50 @@ def format_table(rows: Sequence[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def choose_text(plans: Sequence[Plan], host: Host) -> str:
-    """What bare `scons` says: the legs this host would build, and how to pick some."""
+def unpinned_inputs(plans: Sequence[Plan], matrix: Matrix, version: str = "") -> dict[str, list[str]]:
+    """Each leg's inputs that have no pin (an aggregate's: its input legs' too), as `scons pins`
+    counts them: a build of such a leg refuses them until `scons lock` records their pins."""
+    from .inputs import collect, unpinned  # inputs.py imports this module's table
+    missing: dict[str, list[str]] = {}
+    for item in unpinned(collect(plans, matrix)):
+        for leg in item.legs:
+            missing.setdefault(leg, []).append(item.label)
+    for plan in plans:
+        if plan.leg.inputs:
+            inputs = unpinned_inputs(plan_all(matrix, [matrix.leg(i) for i in plan.leg.inputs], version or None),
+                                     matrix, version)
+            missing[plan.leg.id] = [*missing.get(plan.leg.id, []), *(x for found in inputs.values() for x in found)]
+    return {leg: found for leg, found in missing.items() if found}
+
+
+def choose_text(plans: Sequence[Plan], host: Host, unpinned: Mapping[str, Sequence[str]]) -> str:
+    """What bare `scons` says: the legs this host would build, those whose inputs are all
+    pinned apart from those that need `scons lock` (or origin=) first, and a leg to try that
+    can succeed here and now: a build never starts on an unpinned input."""
     buildable = [plan for plan in plans if host.can_build(plan.leg)]
-    quick = [plan.leg.id for plan in buildable if plan.leg.source == "prebuilt"]  # minutes, not hours
-    example = (quick or [plan.leg.id for plan in buildable] or ["<leg id>"])[0]
-    lines = [f"scons: nothing selected. The default packages this host ({host.platform}) builds:", "",
-             format_table(list_rows(buildable, host)), "",
-             f"Build one:        scons <leg id>            e.g. scons {example} (prebuilt: quick)",
-             "Or a selection:   scons engine=<engine> [platform=... flavor=... kind=...]",
-             "Every leg:        scons list               (scons -h for all options)"]
+    ready = [plan for plan in buildable if not unpinned.get(plan.leg.id)]
+    waiting = [plan for plan in buildable if unpinned.get(plan.leg.id)]
+    lines = [f"scons: nothing selected. The default packages this host ({host.platform}) builds:"]
+    if ready:
+        lines += ["", "Every input pinned: these build now.", format_table(list_rows(ready, host))]
+    if waiting:
+        lines += ["", "Unpinned inputs (`scons pins` lists them): these build once `scons lock <leg id>` has recorded",
+                  "their pins (it fetches from upstream), or with lock=1 (records what this build fetches), or",
+                  "with origin=<local file> standing in for each unpinned file.",
+                  format_table(list_rows(waiting, host))]
+    lines.append("")
+    if ready:
+        quick = [plan.leg.id for plan in ready if plan.leg.source == "prebuilt"]  # minutes, not hours
+        example = f"scons {(quick or [plan.leg.id for plan in ready])[0]}" + (" (prebuilt: quick)" if quick
+                                                                             else " (from source: long)")
+        lines.append(f"Build one:        scons <leg id>            e.g. {example}")
+    elif waiting:
+        quick = [plan.leg.id for plan in waiting if plan.leg.source == "prebuilt"]
+        leg = (quick or [plan.leg.id for plan in waiting])[0]
+        lines.append(f"Build one:        no leg here has every input pinned: first scons lock {leg}, "
+                     f"then scons {leg}")
+    lines += ["Or a selection:   scons engine=<engine> [platform=... flavor=... kind=...]",
+              "Every leg:        scons list               (scons -h for all options)"]
     return "\n".join(lines)
 
 
@@ -98,18 +150,25 @@ def explain(invocation: Invocation, matrix: Matrix, root: Path, host: Host) -> s
     """What a mode other than building prints (None: build)."""
     plans, settings = invocation.plans, invocation.settings
     if invocation.mode == "plan":
-        return "\n\n".join(render_plan(plan) for plan in plans)
+        return "\n\n".join("\n".join(_wrapped(render_plan(plan))) for plan in plans)
     if invocation.mode == "choose":
-        return choose_text(plans, host)
+        return choose_text(plans, host, unpinned_inputs(plans, matrix, settings.version))
     if invocation.mode not in ("list", "ci-matrix", "key"):
         return None
     keys = leg_keys(list(plans), matrix, root, version=settings.version, fmt=settings.format,
                     origins=settings.origins)
-    if invocation.mode == "list":
-        return format_table(list_rows(plans, host, keys))
+    if invocation.mode == "list":  # verbose=1: with each archive's name, nothing shortened
+        table = list_rows(plans, host, keys, archive=settings.verbose)
+        return format_table(table, fit=not settings.verbose)
     if invocation.mode == "ci-matrix":
         return ci_matrix(plans, keys)
     return "\n".join(keys[plan.leg.id].describe() for plan in plans)
+
+
+def _wrapped(text: str) -> list[str]:
+    """A plan's lines within WIDTH columns; a command line continues with ` \\`."""
+    return [part for line in text.splitlines()
+            for part in wrap(line, command=line.startswith("      ") and not line.lstrip().startswith("env "))]
 
 
 def _command_text(command: Command) -> list[str]:
@@ -133,6 +192,10 @@ def _leg_facts(leg: Leg) -> str:
         facts.append("experimental")
     if not leg.publish:
         facts.append("feeds aggregates only")
+    if leg.cold_hours:
+        facts.append(f"cold build {cold_build(leg)}")
+    if leg.free_disk:
+        facts.append("CI frees disk first")
     return " ".join(facts)
 
 
@@ -174,6 +237,17 @@ def _pin_text(download: Download) -> str:
     return text
 
 
+def _submodules_text(download: Download, engine: str) -> list[str]:
+    """The submodules a git source is checked out with: every one, or the selected paths."""
+    if not download.submodules:
+        return []
+    if not download.submodule_paths:
+        return ["    submodules: every one, recursively"]
+    return [f"    submodules: {len(download.submodule_paths)} selected by engines/{engine}/engine.toml [[submodules]], "
+            "each at the commit the pinned commit records, with its own submodules; no other is fetched",
+            *(f"      {path}" for path in download.submodule_paths)]
+
+
 def render_plan(plan: Plan) -> str:
     leg = plan.leg
     lines = [f"{leg.id} -> dist/{plan.archive}", f"  {_leg_facts(leg)}"]
@@ -184,6 +258,7 @@ def render_plan(plan: Plan) -> str:
         lines.append("  inputs: " + ", ".join(leg.inputs))
     for download in plan.downloads:
         lines.append(f"  fetch {download.name}: {download.url} ({_pin_text(download)})")
+        lines += _submodules_text(download, leg.engine)
     for patch in plan.patches:
         until = f" (needed up to {patch.until}; skipped when upstream has it)" if patch.until else ""
         lines.append(f"  patch {patch.name}: {patch.reason}{until}")
@@ -210,6 +285,9 @@ def render_plan(plan: Plan) -> str:
         defines = " ".join(f"-D{k}={v}" for k, v in plan.smoke.defines.items())
         lines.append(f"  smoke: {plan.smoke.project} {defines}".rstrip()
                      + f" (env: the host's allow-listed variables and {POLICY_FLOOR_KEY}={POLICY_FLOOR_VALUE})")
+        if plan.smoke.probes:
+            lines.append(f"  smoke probes {', '.join(plan.smoke.probes)} at run time: a runtime this runner lacks "
+                         "is recorded, not failed")
     else:
         lines.append("  smoke: not run: " + ("the leg cannot run on any CI host" if not leg.can_run
                                               else "no consumer program for this package form"))

@@ -48,6 +48,13 @@ def _comma_list(name: str, value: str) -> None:
         raise OptionError(f"{name}={value!r} has an empty item; separate values with single commas")
 
 
+def _git_ref(name: str, value: str) -> None:
+    """A ref is handed to git: never an option (`--upload-pack=...`), never several words."""
+    if value.startswith("-") or any(char.isspace() for char in value):
+        raise OptionError(f"{name}={value!r} is not a git ref: a commit, branch or tag such as HEAD, HEAD~3 or "
+                          "origin/main (no leading '-', no spaces)")
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -116,6 +123,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("gc", "remove build trees, source trees and cache entries no leg references any more "
            "(with a size report) instead of building", "0", boolean=True),
     Option("plan", "print each selected leg's steps and exact commands instead of building", "0", boolean=True),
+    Option("since", "with `affected`: the git commit, branch or tag (HEAD, HEAD~3, origin/main) whose data the "
+           "working tree is compared with", "", check=_git_ref),
 )
 
 OPTION_NAMES = tuple(option.name for option in OPTIONS)
@@ -127,19 +136,22 @@ def option(name: str) -> Option:
 
 
 def help_text() -> str:
-    lines = ["anira-backends: scons [list|ci-matrix|pins|lock|<leg id>...] [option=value ...]", "", "Options:"]
+    lines = ["anira-backends: scons [list|ci-matrix|pins|lock|affected|<leg id>...] [option=value ...]", "", "Options:"]
     for opt in OPTIONS:
         values = f" ({'|'.join(opt.allowed)})" if opt.allowed else (" (0|1)" if opt.boolean else "")
         default = f" [default: {opt.default}]" if opt.default else ""
         lines.append(f"  {opt.name}={values}{default}")
         lines.append(f"      {opt.help}")
     lines += ["", "Targets:",
-              "  list         table of the selected legs (id, archive, source, accelerator, runner, builds/runs here)",
+              "  list         table of the selected legs (id, source, accelerator, runner, build/run here, key, cold "
+              "build; verbose=1 adds the archive and shortens nothing)",
               "  ci-matrix    the selected legs as a GitHub Actions matrix (JSON)",
               "  pins         every upstream input of the selected legs (file or git source, URL, pin); exits 1 if "
               "one is unpinned",
               "  lock         fetch (files) and resolve (git refs, by ls-remote) every input of the selected legs "
               "and record the missing pins into engine.toml; any host, never builds",
+              "  affected     with since=<git ref>: the selected legs whose key parts differ between that ref's "
+              "data and the working tree (what a change rebuilds), pinned or not; never builds",
               "  cache-keygen key=PATH  write a binary cache signing key pair: PATH (secret, mode 0600) and "
               "PATH.pub",
               "  <leg id>     build one leg, e.g. onnxruntime-linux-x86_64-shared (platform aliases accepted)",
