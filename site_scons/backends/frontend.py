@@ -39,7 +39,7 @@ from .steps.extract import ExtractError, archive_format
 
 # Commands are words on the command line; leg ids are the other targets, and so is a step's
 # record (build/legs/<leg id>/steps/<step>.json): running up to that step.
-COMMANDS = ("list", "ci-matrix", "pins", "lock")
+COMMANDS = ("list", "ci-matrix", "pins", "lock", "affected")
 KEYGEN = "cache-keygen"
 _STEP_TARGET = re.compile(r"build/legs/([^/]+)/steps/([^/]+)\.json")
 
@@ -65,7 +65,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Invocation:
-    mode: str  # build | choose (bare `scons`) | list | ci-matrix | pins | lock | plan | key | gc
+    mode: str  # build | choose (bare `scons`) | list | ci-matrix | pins | lock | affected | plan | key | gc
     plans: tuple[Plan, ...]
     settings: Settings
     # Leg ids typed with aliases (`libtorch-linux-x64-shared`) -> the canonical id: SCons is
@@ -351,6 +351,16 @@ def _mode(commands: Sequence[str], arguments: Mapping[str, str]) -> str:
     return flags[0] if flags else "build"
 
 
+def _check_since(mode: str, arguments: Mapping[str, str]) -> None:
+    """`affected` compares with a git ref, and since= means nothing to the other commands."""
+    if mode == "affected" and "since" not in arguments:
+        raise SelectionError("affected needs since=<git ref>, the commit to compare with: e.g. "
+                             "scons affected since=HEAD (your uncommitted changes) or since=origin/main")
+    if mode != "affected" and "since" in arguments:
+        raise SelectionError(f"since={arguments['since']} is for `scons affected` (which legs a change since that "
+                             "ref rebuilds); add the target affected, or drop since=")
+
+
 # -- selection ----------------------------------------------------------------------------
 
 def _select(matrix: Matrix, arguments: Mapping[str, str], leg_ids: Sequence[str], host: Host,
@@ -473,6 +483,7 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
     settings = _settings(arguments, root, root if launch_dir is None else launch_dir, environ)
     commands, leg_ids, step_targets, spellings = _split_targets(targets, matrix)
     mode = _mode(commands, arguments)
+    _check_since(mode, arguments)
     if mode == "lock":
         settings = dataclasses.replace(settings, lock=True)  # what lock does: a URL origin is fetched and hashed
     if mode == "build" and not leg_ids and not any(name in arguments for name in FILTERS):
