@@ -7,7 +7,8 @@
 What it models of GitHub, because the code relies on it:
 - drafts are listed by /releases only (never by /releases/tags/{tag}), and only to a token
   with push access (`push_access`); drafts do not reserve their tag, so two drafts of one
-  tag can exist, while a published release's tag is taken (422);
+  tag can exist, while a published release's tag is taken (422); a published release is
+  seen by every token (`publish` makes one, as a maintainer does by hand);
 - each release object carries its assets; an asset has a `state` (`starter` while an upload
   is unfinished: `break_upload` leaves one behind, answering 502), a `digest`, a `label`
   and `created_at`; a taken asset name is refused (422);
@@ -80,6 +81,17 @@ class FakeGitHub:
     def release(self, tag: str) -> dict[str, Any]:
         [match] = [r for r in self.releases if r["tag_name"] == tag]
         return match
+
+    def publish(self, tag: str, prerelease: bool = True) -> dict[str, Any]:
+        """Publish the draft of `tag` as a maintainer does by hand (a pre-release by default):
+        from then on every token sees it; with `immutable` on, its assets are locked."""
+        record = self.release(tag)
+        record.update(draft=False, prerelease=prerelease, immutable=self.immutable)
+        return record
+
+    def labels(self, tag: str) -> dict[str, str]:
+        """Each asset's label by asset name."""
+        return {a["name"]: a["label"] or "" for a in self.assets[self.release(tag)["id"]]}
 
     def asset_names(self, tag: str) -> list[str]:
         return [a["name"] for a in self.assets[self.release(tag)["id"]]]

@@ -12,6 +12,8 @@ Stores, named by `binary_cache=` (comma-separated, looked up in order, all writt
 - a GitHub release:     `github:<owner>/<repo>@<tag>[?keep=N]` — assets `<key>-<archive>` and
                          `<key>-<archive>.entry` (the sidecars) of a draft release made on first
                          use, the newest N keys per leg kept; the token comes from GITHUB_TOKEN.
+                         One request lists every entry (`listing`: CI's plan job resolves the
+                         whole matrix with it, backends/ci_cache.py).
 
 A store that refuses writes (a read-only directory, HTTP 401/403/405, no token) is read
 only: lookups still work, storing says so once. Stores only move bytes: whatever comes out
@@ -48,11 +50,12 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Mapping, NamedTu
 if TYPE_CHECKING:
     import requests
 
-from .cache_trust import SIGNATURE_SUFFIX
+from .cache_trust import SIGNATURE_SUFFIX, key_id
 from .locations import is_url
 from .locks import FileLock
 from .github import DEFAULT_API, GitHub, GitHubError, RateLimited, choose_release, holds
 from .steps.files import remove_path, sha256_file
+from .steps.manifest import build_seconds
 from .steps.publish import published_files
 
 
@@ -503,6 +506,9 @@ ENTRY_FORMAT = 1
 RELEASE_BODY = ("Binary cache of verified archives, keyed by leg key (anira-backends; docs/ci-and-release.md). "
                 "A draft on purpose: Immutable Releases lock a published release's assets.")
 _ASSET_NAME = re.compile(r"(?P<key>[0-9a-f]{64})-(?P<file>.+)")
+# The `.entry` asset's label: `<leg id>[ signed=<key id>][ build=<seconds>s]`, what a listing
+# tells about an entry without downloading it (the archive asset's label is the leg id).
+_ENTRY_LABEL = re.compile(r"(?P<leg>\S+)(?: signed=(?P<signer>[0-9a-f]{12}))?(?: build=(?P<seconds>[0-9]+)s)?")
 
 
 class LookupFailed(RuntimeError):
@@ -517,12 +523,27 @@ class ReleaseLocation(NamedTuple):
     keep: int
 
 
+@dataclass(frozen=True)
+class Listed:
+    """A complete entry as the release's listing shows it (both assets uploaded), with what its
+    `.entry` label says: the key id that signed it ("" unsigned, or an entry stored before
+    labels said) and its build's seconds (None: not recorded). The label vouches for nothing:
+    a restore checks the signature itself."""
+
+    key: str
+    archive: str
+    leg: str
+    signer: str = ""
+    seconds: int | None = None
+
+
 @dataclass
 class GitHubReleaseStore:
     """Entries as assets of one draft release (drafts stay mutable under Immutable Releases;
     GitHub lists them only to tokens with push access): `<key>-<archive>`, the archive, and
     `<key>-<archive>.entry`, its manifest, `.sha256` and `.sig` in one JSON (one download, not
-    three). Both carry the leg id as label; the `.entry` goes up last, so an entry lacking it,
+    three). Both are labelled with the leg id, the `.entry` also with its signer and build time
+    (`entry_label`: what `listing` reports); the `.entry` goes up last, so an entry lacking it,
     or with an asset not in state `uploaded`, is none. The release is listed once per run (its
     listing carries the assets); a store keeps the newest `keep` keys of its leg."""
 
@@ -561,6 +582,28 @@ class GitHubReleaseStore:
             release = self._find()
             self._assets = {a["name"]: a for a in self.client.assets(release)} if release else {}
         return self._assets
+
+    def listing(self) -> dict[tuple[str, str], Listed] | None:
+        """Every complete entry, by (key, archive), from the one listing of the release; None
+        when no release can be seen (none yet, or a token that cannot list drafts). A rate
+        limit that outlasts the wait is a LookupFailed, any other failure a CacheError."""
+        try:
+            if self._find() is None:
+                return None
+            assets = self._asset_map()
+        except RateLimited as error:
+            raise LookupFailed(f"{self.location}: the listing could not be made: {error}") from None
+        except GitHubError as error:
+            raise CacheError(f"{self.location}: {error}") from None
+        found: dict[tuple[str, str], Listed] = {}
+        for name, entry in assets.items():
+            match = _ASSET_NAME.fullmatch(name.removesuffix(ENTRY_SUFFIX))
+            body = assets.get(name.removesuffix(ENTRY_SUFFIX))
+            if not name.endswith(ENTRY_SUFFIX) or match is None or body is None \
+                    or not (_uploaded(body) and _uploaded(entry)):
+                continue
+            found[match["key"], match["file"]] = _listed(match["key"], match["file"], body, entry)
+        return found
 
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
         try:
@@ -620,6 +663,7 @@ class GitHubReleaseStore:
         archive = _archive_of(files)
         leg = _leg_of(files, archive)
         names = f"{key}-{archive.name}", f"{key}-{archive.name}{ENTRY_SUFFIX}"
+        labels = leg, entry_label(leg, files, archive)
         try:
             release = self._writable()
             assets = self._asset_map()
@@ -628,15 +672,16 @@ class GitHubReleaseStore:
                 entry.write_bytes(_entry_bytes(files, archive))
                 digests = _sidecar_digest(files, archive), sha256_file(entry)
                 paths = archive, entry
-                same = [_asset_is(assets.get(name), path, digest) for name, path, digest in zip(names, paths, digests)]
+                same = [_asset_is(assets.get(name), path, digest) and assets[name].get("label") == label
+                        for name, path, digest, label in zip(names, paths, digests, labels)]
                 if all(same):
                     return self._prune(leg, key)
                 for name, kept in ((names[1], False), (names[0], same[0])):  # the .entry first
                     if name in assets and not kept:
                         self.client.delete_asset(assets.pop(name))
-                for name, path, digest in zip(names, paths, digests):  # the .entry last
+                for name, path, digest, label in zip(names, paths, digests, labels):  # the .entry last
                     if name not in assets:
-                        assets[name] = self.client.upload_replacing(release, path, name, digest, leg)
+                        assets[name] = self.client.upload_replacing(release, path, name, digest, label)
             self._prune(leg, key)
         except RateLimited as error:
             raise CacheError(f"{self.location}: not stored: {error}") from None
@@ -665,7 +710,7 @@ class GitHubReleaseStore:
         entries: dict[str, list[dict]] = {}
         for name, asset in assets.items():
             match = _ASSET_NAME.fullmatch(name)
-            if match and asset.get("label") == leg:
+            if match and _label_leg(asset) == leg:
                 entries.setdefault(match["key"], []).append(asset)
         order = sorted(entries, reverse=True, key=lambda k: (k == newest, max(
             (str(a.get("created_at") or ""), int(a["id"])) for a in entries[k])))
@@ -680,6 +725,38 @@ class GitHubReleaseStore:
 
 def _uploaded(asset: dict) -> bool:
     return asset.get("state") == "uploaded"
+
+
+def _listed(key: str, archive: str, body: dict, entry: dict) -> Listed:
+    label = _ENTRY_LABEL.fullmatch(str(entry.get("label") or ""))
+    if label is None:  # a label this code did not write: the leg from the archive's
+        return Listed(key, archive, _label_leg(body))
+    return Listed(key, archive, label["leg"], label["signer"] or "",
+                  int(label["seconds"]) if label["seconds"] else None)
+
+
+def _label_leg(asset: dict) -> str:
+    """The leg an asset belongs to: its label's first word (labels carry more after it)."""
+    return str(asset.get("label") or "").partition(" ")[0]
+
+
+def entry_label(leg: str, files: Sequence[Path], archive: Path) -> str:
+    """The `.entry` asset's label: the leg, the key id that signed the entry, the build's
+    seconds its manifest records (each left out when unknown)."""
+    by_name = {path.name: path for path in files}
+    words = [leg]
+    try:
+        signature = json.loads(by_name[archive.name + SIGNATURE_SUFFIX].read_text(encoding="utf-8"))
+        words.append(f"signed={key_id(str(signature['public_key']))}")
+    except (KeyError, OSError, ValueError, TypeError):
+        pass  # unsigned, or a signature a reader refuses anyway
+    try:
+        seconds = build_seconds(json.loads(by_name[archive.name + ".json"].read_text(encoding="utf-8")))
+    except (KeyError, OSError, ValueError, AttributeError):
+        seconds = None
+    if seconds is not None:
+        words.append(f"build={round(seconds)}s")
+    return " ".join(words)
 
 
 def _asset_is(asset: dict | None, path: Path, sha256: str) -> bool:

@@ -2,10 +2,16 @@
 
     python -m backends.ci changed-engines --base REF --head REF
         the `engine=` value a pull request builds: a comma list, `all`, or `none`
-    python -m backends.ci plan-outputs --release true|false [--matrix FILE]
+    python -m backends.ci plan-outputs --release true|false [--matrix FILE] [--binary-cache LOC]
         split `scons -Q ci-matrix` JSON into the job outputs of the plan job: the legs whose
         inputs are all pinned run; the others are listed (job summary, one warning) and left
-        out, or, for a release (`--release true`), fail the job before anything is built
+        out, or, for a release (`--release true`), fail the job before anything is built.
+        With a binary cache, the legs whose key it holds (signed by a trusted key) get no
+        runner job: they are the `hits` (ci_cache.py)
+    python -m backends.ci restore --hits FILE --binary-cache LOC [--dist DIR] [--published]
+        download the hits' entries, check each as a restore does (signature, manifest,
+        members, contract) and publish them into dist/, building nothing: what an aggregate
+        does with its hit inputs, and a tag's release job with every published hit
     python -m backends.ci setup --leg ID
         what a leg's runner must install, derived from the leg's plan
 
@@ -30,6 +36,7 @@ from .model.recipes import plan_all
 from .sign import applies_to as signs
 
 if TYPE_CHECKING:
+    from . import ci_cache
     from .inputs import Input
 
 # A change under any of these can alter every leg: build everything.
@@ -156,14 +163,18 @@ def check_entries(entries: Sequence[Mapping[str, object]]) -> None:
                           "widen the filters (e.g. drop platform=) so its inputs are built too")
 
 
-def plan_outputs(entries: Sequence[Mapping[str, object]]) -> dict[str, str]:
-    """Job outputs: the whole selection, the per-leg matrix, and the aggregate matrix
-    whose entries also carry `inputs` (their input archives, the artifact names)."""
+def plan_outputs(entries: Sequence[Mapping[str, object]],
+                 hits: Mapping[str, ci_cache.Hit] | None = None) -> dict[str, str]:
+    """Job outputs: the whole selection (`matrix`, what the release requires), the per-leg
+    matrix and the aggregate matrix of the legs that get a runner job (the misses), and the
+    `hits`, which get none. An aggregate's entry also carries `inputs`, the archives of its
+    missed inputs (artifact names), and `restore`, its hit inputs, when it has any."""
     check_entries(entries)
+    hits = hits or {}
     archives = {str(entry["id"]): str(entry["archive"]) for entry in entries}
-    legs = [dict(entry) for entry in entries if not entry.get("needs")]
-    aggregates = [{**entry, "inputs": [archives[str(need)] for need in entry["needs"]]}  # type: ignore[union-attr]
-                  for entry in entries if entry.get("needs")]
+    legs = [dict(entry) for entry in entries if not entry.get("needs") and str(entry["id"]) not in hits]
+    aggregates = [_aggregate(entry, archives, hits) for entry in entries
+                  if entry.get("needs") and str(entry["id"]) not in hits]
     return {
         "matrix": _compact({"include": list(entries)}),
         "legs": _compact({"include": legs}),
@@ -171,7 +182,16 @@ def plan_outputs(entries: Sequence[Mapping[str, object]]) -> dict[str, str]:
         "has_legs": _flag(bool(legs)),
         "has_aggregates": _flag(bool(aggregates)),
         "count": str(len(entries)),
+        "hits": _compact([hit.record() for hit in hits.values()]),
     }
+
+
+def _aggregate(entry: Mapping[str, object], archives: Mapping[str, str],
+               hits: Mapping[str, ci_cache.Hit]) -> dict[str, object]:
+    needs = [str(need) for need in entry["needs"]]  # type: ignore[attr-defined]
+    restore = [hits[need].record() for need in needs if need in hits]
+    return {**entry, "inputs": [archives[need] for need in needs if need not in hits],
+            **({"restore": restore} if restore else {})}
 
 
 # -- the pin gate: which legs can run --------------------------------------------------------
@@ -254,9 +274,11 @@ def annotation(level: str, title: str, message: str) -> str:
 
 
 def gated_outputs(entries: Sequence[Mapping[str, object]], matrix: Matrix, release: bool,
-                  environ: Mapping[str, str] | None = None) -> dict[str, str]:
+                  environ: Mapping[str, str] | None = None,
+                  listing: ci_cache.Listing | None = None) -> dict[str, str]:
     """The plan job's outputs for the entries whose inputs are all pinned; the others are
-    listed once (summary and one annotation), or fail a release before anything is built."""
+    listed once (summary and one annotation), or fail a release before anything is built.
+    With a `listing` of the binary cache, the runnable legs it holds are hits: no runner job."""
     gate = pin_gate(entries, matrix)
     if gate.blocked:
         write_summary(gate_report(gate), environ)
@@ -264,7 +286,23 @@ def gated_outputs(entries: Sequence[Mapping[str, object]], matrix: Matrix, relea
         if release:
             raise UnpinnedRelease(f"{len(gate.blocked)} of {gate.selected} selected legs have unpinned inputs: "
                                   "a release needs every input pinned")
-    return plan_outputs(gate.runnable)
+    from . import ci_cache  # here: the binary cache's modules are not for `scons list` to load (explain imports this)
+
+    resolution = ci_cache.resolve(gate.runnable, listing) if listing else ci_cache.no_resolution(gate.runnable)
+    if listing:
+        write_summary(ci_cache.report(resolution), environ)
+        print(annotation("notice", "binary cache", _cache_notice(resolution)), flush=True)
+    return {**plan_outputs(gate.runnable, resolution.hits), "binary_cache": listing.location if listing else ""}
+
+
+def _cache_notice(resolution: ci_cache.Resolution) -> str:
+    from . import ci_cache
+
+    if resolution.unavailable:
+        return f"not used at plan time, every leg runs: {resolution.unavailable}"
+    jobs = {name: count.jobs for name, count in ci_cache.per_os(resolution).items() if count.legs}
+    return (f"{len(resolution.hits)} of {len(resolution.runners)} legs hit {resolution.location}: no runner job for "
+            "them; runner jobs " + ", ".join(f"{name} {count}" for name, count in jobs.items()))
 
 
 def _compact(payload: object) -> str:
@@ -361,11 +399,13 @@ def compiler_launcher(plan: Plan) -> str:
 
 
 def _emsdk(plan: Plan, pins: Mapping[str, str]) -> str:
-    """The emsdk to install for an emscripten leg, unless its build fetches its own
-    (ORT's build.py activates the emsdk submodule it pins)."""
+    """The emsdk to install for an emscripten leg, unless its build fetches its own or its
+    source is checked out with one (ORT's build.py activates the emsdk submodule it pins)."""
     if plan.leg.toolchain != "emscripten":
         return ""
-    if any("emsdk" in arg for command in plan.build for arg in command.argv):
+    brought = [*(arg for command in plan.build for arg in command.argv),
+               *(path for download in plan.downloads for path in download.submodule_paths)]
+    if any("emsdk" in item for item in brought):
         return ""
     return pins.get("emsdk", "latest")
 
@@ -440,6 +480,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     outputs.add_argument("--release", required=True, choices=("true", "false"),
                          help="true: a release, which fails on any unpinned input; false: legs with unpinned "
                               "inputs are listed and left out (a boolean input as GitHub renders it)")
+    outputs.add_argument("--binary-cache", default="",
+                         help="the binary cache to resolve hits against (github:<owner>/<repo>@<tag>); empty: "
+                              "every runnable leg gets its runner job")
+    restore = sub.add_parser("restore", help="restore binary cache hits into dist/, checked, building nothing")
+    restore.add_argument("--hits", required=True, help="file with the hits' JSON ({id, key, archive} each), - for "
+                                                       "stdin")
+    restore.add_argument("--binary-cache", required=True, help="the store the plan job listed")
+    restore.add_argument("--dist", type=Path, default=Path("dist"), help="where they are published (default dist)")
+    restore.add_argument("--published", action="store_true", help="only the hits with publish: true (a release)")
     setup = sub.add_parser("setup", help="what a leg's runner must install")
     setup.add_argument("--leg", required=True)
     args = parser.parse_args(argv)
@@ -448,11 +497,56 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(changed_engines(args.base, args.head, args.root))
         elif args.command == "plan-outputs":
             entries = matrix_entries(_read_matrix(args.matrix))
-            write_outputs(gated_outputs(entries, load_matrix(args.root), args.release == "true"))
+            listing = _listing(args.binary_cache, args.root)
+            write_outputs(gated_outputs(entries, load_matrix(args.root), args.release == "true", listing=listing))
+        elif args.command == "restore":
+            return restore_command(args.hits, args.binary_cache, args.root, args.dist, args.published)
         else:
             write_outputs(setup_for(args.leg, load_matrix(args.root)).outputs())
     except CiError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _listing(location: str, root: Path) -> ci_cache.Listing | None:
+    """The binary cache's one listing (None without one); a lookup that cannot be made fails."""
+    if not location:
+        return None
+    from . import ci_cache
+    from .binary_cache import LookupFailed
+
+    try:
+        return ci_cache.read_listing(location, os.environ, root)
+    except LookupFailed as error:
+        raise CiError(f"{error}: the plan job cannot tell hits from misses, so it stops here rather than start "
+                      "a runner for every leg") from None
+
+
+def restore_command(hits_file: str, location: str, root: Path, dist: Path, published: bool,
+                    environ: Mapping[str, str] | None = None) -> int:
+    """`restore`: 0 when every hit was restored and checked; 1 (an error annotation naming the
+    refused legs and what to do) otherwise."""
+    from . import ci_cache
+    from .binary_cache import CacheError, LookupFailed, store_for
+    from .cache_trust import TrustError, load_trust
+
+    environ = os.environ if environ is None else environ
+    try:
+        text = sys.stdin.read() if hits_file == "-" else Path(hits_file).read_text()
+        hits = [hit for hit in ci_cache.read_hits(text, hits_file) if hit.get("publish", True) or not published]
+        if not hits:
+            print("no binary cache hit to restore")
+            return 0
+        restored = ci_cache.restore_hits(hits, load_matrix(root), root, store_for(location, environ),
+                                         load_trust("", root), root / dist, lambda line: print(line, flush=True))
+    except (OSError, CacheError, LookupFailed, TrustError) as error:
+        raise CiError(str(error)) from None
+    write_summary(ci_cache.restore_report(restored, location), environ)
+    refused = [r for r in restored if not r.ok]
+    if refused:
+        print(annotation("error", "binary cache hits refused", ci_cache.refusal_message(refused, location)),
+              flush=True)
         return 1
     return 0
 

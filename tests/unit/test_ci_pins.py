@@ -94,7 +94,7 @@ def _commands(stdout: str) -> list[str]:
 def test_the_plan_step_reads_the_release_input_that_ci_sets_for_tags_only() -> None:
     step = _plan_step()
     assert step["env"] == {"ENGINES": "${{ inputs.engines }}", "FILTERS": "${{ inputs.filters }}",
-                           "RELEASE": "${{ inputs.release }}"}
+                           "RELEASE": "${{ inputs.release }}", "GITHUB_TOKEN": "${{ github.token }}"}
     assert 'python -m backends.ci plan-outputs --matrix ci-matrix.json --release "$RELEASE"' in step["run"]
     legs = _workflow("_legs.yml")
     assert legs[True]["workflow_call"]["inputs"]["release"] == {  # YAML 1.1 reads `on` as true

@@ -1,12 +1,22 @@
-"""The `<archive>.json` manifest: what went into an archive and what is in it."""
+"""The `<archive>.json` manifest: what went into an archive and what is in it.
+
+It also records how long the leg's own build took (`durations`: seconds per step), so a
+binary cache hit can say what it saved: CI's plan job estimates the runner minutes a hit
+spares from it (backends/ci_cache.py).
+"""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ..model.engine import Engine
 from ..model.plan import Plan
-from .files import list_tree, sha256_file
+from .files import atomic_write_text, list_tree, sha256_file
+
+# The steps whose time is the leg's build, the part a binary cache hit spares (downloads are
+# shared, and verify and smoke run after the manifest is written).
+DURATION_STEPS = ("build", "stage", "merge")
+SECONDS_SUFFIX = ".seconds"
 
 
 def leg_record(plan: Plan) -> dict[str, object]:
@@ -20,7 +30,7 @@ def leg_record(plan: Plan) -> dict[str, object]:
 
 def archive_manifest(plan: Plan, engine: Engine, archive: Path, stage: Path,
                      sources: list[Mapping[str, object]], steps: Mapping[str, object],
-                     tools: Mapping[str, str]) -> dict[str, object]:
+                     tools: Mapping[str, str], durations: Mapping[str, float] | None = None) -> dict[str, object]:
     files = [
         {"path": e.path, "size": e.size, "mode": oct(e.mode), **({"sha256": e.sha256} if e.sha256 else {}),
          **({"link": e.target} if e.target else {})}
@@ -38,7 +48,42 @@ def archive_manifest(plan: Plan, engine: Engine, archive: Path, stage: Path,
         "patches": [{"name": p.name, "file": p.file, "reason": p.reason, "upstream": p.upstream, "until": p.until}
                     for p in plan.patches],
         "steps": dict(steps),
+        **({"durations": dict(durations)} if durations else {}),
         "tools": dict(tools),
         "licenses": [engine.license],
         "files": files,
     }
+
+
+# -- durations ------------------------------------------------------------------------------
+# Kept beside the step's record, not in it: a record's bytes are what the next step depends
+# on, and a time that differs on every run would rerun everything after a step that reran.
+
+def note_seconds(step: str, record: Path, seconds: float) -> None:
+    """Remember how long `step` took (DURATION_STEPS only), beside its record."""
+    if step not in DURATION_STEPS:
+        return
+    try:
+        atomic_write_text(record.with_suffix(SECONDS_SUFFIX), f"{seconds:.1f}\n")
+    except OSError:
+        pass  # a time is information, never a reason to fail the step
+
+
+def step_seconds(steps_dir: Path, names: Iterable[str]) -> dict[str, float]:
+    """The recorded seconds of each of `names` (a step without a readable time is left out)."""
+    found: dict[str, float] = {}
+    for name in names:
+        try:
+            found[name] = round(float((steps_dir / f"{name}{SECONDS_SUFFIX}").read_text().strip()), 1)
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def build_seconds(manifest: Mapping[str, object]) -> float | None:
+    """The leg's build time in seconds as its manifest records it; None when it does not."""
+    durations = manifest.get("durations")
+    if not isinstance(durations, dict) or not durations:
+        return None
+    values = [value for value in durations.values() if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    return float(sum(values)) if values else None
