@@ -180,6 +180,16 @@ def coff_static(out: Path, defined: Iterable[str] = (), undefined: Iterable[str]
 
 # --- archives -------------------------------------------------------------------------------
 
+def license_texts(engine: str) -> dict[str, bytes]:
+    """The license texts every package of `engine` carries (engines/contracts.toml
+    [licenses], every row), as archive members with a line of stand-in text each."""
+    from backends.model.contract_data import contracts_file, load_contract_data
+
+    data = load_contract_data(contracts_file(Path(__file__).resolve().parents[1] / "engines"))
+    names = dict.fromkeys(name for row in data.licenses.get(engine, ()) for name in row.files)
+    return {f"share/licenses/{engine}/{name}": f"stand-in for {engine}'s {name}\n".encode() for name in names}
+
+
 def zip_members(path: Path, members: Mapping[str, bytes | Path], symlinks: Mapping[str, str] = {}) -> Path:
     """A package archive: `members` (bytes, or a file to store), and `symlinks`."""
     with zipfile.ZipFile(path, "w") as archive:

@@ -239,8 +239,17 @@ def _desktop_build(leg: Leg, engine: Engine) -> list[Command]:
     return build
 
 
+# The license texts (engines/contracts.toml [licenses]): ExecuTorch's LICENSE from the checkout,
+# with those of the third-party submodules it links in (`<src>/**/third-party/<name>/LICENSE*`);
+# the wheel's from its dist-info.
+LICENSE_DIR = kit.license_dir("executorch")
+SOURCE_LICENSES = (CopyRule("{src}/LICENSE", LICENSE_DIR, rename="LICENSE"),
+                   CopyRule("{src}/**/third-party/*/LICENSE*", f"{LICENSE_DIR}/third_party", required=False))
+WHEEL_LICENSE = CopyRule("{extract:wheel}/../executorch-*.dist-info/licenses/LICENSE", LICENSE_DIR, rename="LICENSE")
+
+
 def _collect(leg: Leg) -> list[CopyRule]:
-    rules = [CopyRule("{install}/include/**", "include"), CopyRule("{install}/lib/**", "lib")]
+    rules = [CopyRule("{install}/include/**", "include"), CopyRule("{install}/lib/**", "lib"), *SOURCE_LICENSES]
     if "mlx" in leg.accelerator:
         # MLX is not installed by ExecuTorch; its metallib must sit beside the libraries. Upstream
         # gated this on a never-set shell variable, so it never shipped
@@ -361,7 +370,7 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         downloads=(kit.git_source(engine),),
         patches=kit.patches_for(engine, leg),
         build=tuple(_ios_build(leg, engine)),
-        collect=(CopyRule("{build}/executorch.xcframework/**", "executorch.xcframework"),),
+        collect=(CopyRule("{build}/executorch.xcframework/**", "executorch.xcframework"), *SOURCE_LICENSES),
         contract=Contract(
             required=(
                 "executorch.xcframework/Info.plist",
@@ -400,7 +409,7 @@ def _wheel_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     foreign = tuple(p for acc, patterns in WHEEL_DELEGATES.items() if acc not in leg.accelerator for p in patterns)
     return Plan(
         leg=leg, version=engine.version, archive=archive, downloads=(download,),
-        collect=tuple(CopyRule(f"{{extract:wheel}}/{d}/**", d) for d in ("include", "lib", "share")),
+        collect=(*(CopyRule(f"{{extract:wheel}}/{d}/**", d) for d in ("include", "lib", "share")), WHEEL_LICENSE),
         exclude=WHEEL_ALWAYS_DROPPED + foreign,
         contract=Contract(
             required=("include/executorch/runtime/executor/program.h", "share/cmake/executorch-config.cmake",

@@ -54,6 +54,14 @@ BUNDLED_RUNTIMES = (
     "uv.dll", "libuv*", "asmjit*", "fbgemm*",  # Windows release zips
 )
 VERSION_FILE = "share/cmake/Torch/TorchConfigVersion.cmake"
+# The license texts every package carries (engines/contracts.toml [licenses]): the source tree
+# holds both; the release zips neither, so prebuilt legs take them from the tag's files once
+# pinned; a wheel origin brings LICENSE and the third-party texts itself (the quick start's
+# way, with nothing pinned), and NOTICE then comes only with its pin.
+LICENSE_TEXTS = ("LICENSE", "NOTICE")
+LICENSE_SOURCES = {"LICENSE": "license", "NOTICE": "notice"}
+WHEEL_LICENSES = "{extract:release}/../torch-*.dist-info/licenses"
+WHEEL_THIRD_PARTY = WHEEL_LICENSES + "/third_party/**"
 # The release and the wheel ship share/cmake/ATen/ATenConfig.cmake with the runner's
 # include directory (/__w/pytorch/..., /Users/runner/work/..., C:/actions-runner/...);
 # find_package(Torch) never reads it.
@@ -82,14 +90,17 @@ def _smoke(leg: Leg) -> Smoke:
 
 def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     download = replace(kit.url_source(engine, "release", leg.params), roots=("libtorch", "torch"))
+    texts, text_rules = kit.license_downloads(engine, LICENSE_SOURCES)
     collect = tuple(CopyRule(f"{{extract:release}}/{d}/**", d, required=d in ("include", "lib", "share"))
                     for d in PACKAGE_DIRS)
+    collect += (*text_rules, CopyRule(f"{WHEEL_LICENSES}/LICENSE", kit.license_dir(engine.name), required=False),
+                CopyRule(WHEEL_THIRD_PARTY, f"{kit.license_dir(engine.name)}/third_party", required=False))
     exclude = PYTHON_AND_TESTS + STALE_CONFIGS + (nvidia_redistributables(leg.os) if leg.flavor == "cuda" else ())
     notes = ()
     if leg.flavor == "cuda":
         notes = ("NVIDIA redistributables stripped (cuDNN, cuBLAS, cudart, NCCL, nvrtc, ...): "
                  "the user provides CUDA 13.x + cuDNN 9, driver r580+",)
-    return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download,), collect=collect,
+    return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download, *texts), collect=collect,
                 exclude=exclude, contract=_contract(leg), smoke=_smoke(leg), notes=notes)
 
 
@@ -144,6 +155,7 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         Command("build_libtorch", ("{venv_python}", "tools/build_libtorch.py"), env=env),
     ]
     collect = [CopyRule(f"{{src}}/torch/{d}/**", d, required=d != "bin") for d in PACKAGE_DIRS]
+    collect += kit.license_texts(engine, "{src}", LICENSE_TEXTS)
     fixups: list[Command] = []
     if leg.os == "linux":
         # Without these, consumers get undefined arm_compute::* / cblas_* symbols.

@@ -18,6 +18,8 @@ ENVIRONMENT_HEADER = "include/litert/c/litert_environment.h"
 BUILD_CONFIG_HEADER = "include/litert/build_common/build_config.h"
 SYMBOL = "LiteRtCreateEnvironment"
 HEADER_RULE = CopyRule("{extract:headers}/*/litert/c/**/*.h", "include/litert/c")
+# Every leg has the repository's tarball at the pinned commit (the headers): its LICENSE too.
+LICENSE_RULE = CopyRule("{extract:headers}/*/LICENSE", kit.license_dir("litert"), rename="LICENSE")
 
 # GPU and NPU stay out of every leg (LiteRT GPU is out of scope, docs/upstream.md#variant-model).
 DEFINES = ("--define=litert_disable_gpu=true", "--define=litert_disable_npu=true")
@@ -317,7 +319,7 @@ def _leg_plan(leg: Leg, engine: Engine, archive: str, *, downloads: list[Downloa
         patches=kit.patches_for(engine, leg),
         env=frozen(env),
         build=build,
-        collect=collect,
+        collect=(*collect, LICENSE_RULE),
         exclude=("lib/*.def",) if leg.os == "windows" else (),
         bundle=bundle,
         fixups=_fixups(leg),
@@ -383,7 +385,7 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         leg=leg, version=engine.version, archive=archive,
         downloads=(kit.url_source(engine, "headers"), kit.git_source(engine)),
         build=tuple(_ios_build(leg)),
-        collect=(HEADER_RULE,),
+        collect=(HEADER_RULE, LICENSE_RULE),
         fixups=fixups,
         contract=Contract(
             required=("LiteRt.xcframework/Info.plist", f"{device}/libLiteRt.a",

@@ -28,6 +28,10 @@ CPU_HEADERS = (
 )
 EP_HEADER_FILES = {"coreml": "coreml_provider_factory.h", "dml": "dml_provider_factory.h"}
 EP_HEADERS = {acc: f"{{src}}/include/onnxruntime/core/providers/{acc}/{name}" for acc, name in EP_HEADER_FILES.items()}
+# The license texts every package carries (engines/contracts.toml [licenses]): the source
+# tree and the release archives hold both; the AAR neither, so they come from the tag's files.
+LICENSE_TEXTS = ("LICENSE", "ThirdPartyNotices.txt")
+AAR_LICENSE_SOURCES = {"LICENSE": "license", "ThirdPartyNotices.txt": "notices"}
 # The shared macOS library's id: relocatable, found through the consumer's rpath.
 MACOS_INSTALL_NAME = "@rpath/libonnxruntime.dylib"
 
@@ -111,7 +115,7 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     config = kit.build_type(leg)
     # WASM's emsdk is a submodule the source is checked out with (engine.toml [[submodules]]).
     build = [Command("build.py", _build_py(leg, "{build}", platform_args, extra))]
-    collect = _headers(leg)
+    collect = _headers(leg) + list(kit.license_texts(engine, "{src}", LICENSE_TEXTS))
     bundle = None
     fixups: list[Command] = []
     versions: tuple[VersionProbe, ...] = ()
@@ -168,7 +172,7 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         downloads=(kit.git_source(engine),),
         patches=kit.patches_for(engine, leg),
         build=tuple(build),
-        collect=tuple(_headers(leg)),
+        collect=(*_headers(leg), *kit.license_texts(engine, "{src}", LICENSE_TEXTS)),
         fixups=(xcframework, drop_headers),
         contract=Contract(required=("onnxruntime.xcframework/Info.plist",
                                     "onnxruntime.xcframework/*/Headers/onnxruntime_c_api.h")),
@@ -179,15 +183,16 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
 def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     if leg.platform == "android":
         download = kit.url_source(engine, "aar")
-        collect = [CopyRule("{extract:aar}/headers/**", "include")]
+        texts, text_rules = kit.license_downloads(engine, AAR_LICENSE_SOURCES)
+        collect = [CopyRule("{extract:aar}/headers/**", "include"), *text_rules]
         collect += [CopyRule(f"{{extract:aar}}/jni/{abi}/libonnxruntime.so", f"lib/{abi}")
                     for abi in leg.params["abis"].split()]
         libs = tuple(f"lib/{abi}/libonnxruntime.so" for abi in leg.params["abis"].split())
-        return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download,),
+        return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download, *texts),
                     collect=tuple(collect), contract=_contract(leg, libs))
     download = kit.url_source(engine, "release", leg.params)
     root = "{extract:release}/*"
-    collect = [CopyRule(f"{root}/include/**", "include")]
+    collect = [CopyRule(f"{root}/include/**", "include"), *kit.license_texts(engine, root, LICENSE_TEXTS)]
     exclude: list[str] = []
     cuda = leg.flavor == "cuda"
     if leg.os == "linux":

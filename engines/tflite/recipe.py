@@ -113,8 +113,15 @@ def _contract(leg: Leg, libs: tuple[str, ...]) -> Contract:
     )
 
 
+def _license_rules(engine: Engine) -> list[CopyRule]:
+    """TensorFlow's LICENSE, and those of the third-party sources the build fetched and linked
+    in (abseil, ruy, XNNPACK, ...: `<build>/<dependency>/LICENSE*`), whatever the build fetched."""
+    return [*kit.license_texts(engine, "{src}", ("LICENSE",)),
+            CopyRule("{build}/**/LICENSE*", f"{kit.license_dir(engine.name)}/third_party", required=False)]
+
+
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
-    collect = [CopyRule("{install}/include/**", "include")]
+    collect = [CopyRule("{install}/include/**", "include"), *_license_rules(engine)]
     bundle = None
     if leg.kind == "static":
         # The installed archive holds only the C-API objects: merge the whole build tree
@@ -158,14 +165,15 @@ def _ios_contract(leg: Leg) -> Contract:
 
 
 def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    texts, text_rules = kit.license_downloads(engine, {"LICENSE": "license"})
     return Plan(
         leg=leg, version=engine.version, archive=archive,
         # Every version's podspec is called TensorFlowLiteC.podspec.json: pin it under a versioned name.
         downloads=(kit.url_source(engine, "podspec", unpack=False, names=PODSPEC_FIELD,
-                                  filename=f"{IOS_FRAMEWORK}-{engine.version}.podspec.json"),),
+                                  filename=f"{IOS_FRAMEWORK}-{engine.version}.podspec.json"), *texts),
         build=(Command("podspec", podspec_argv(leg), cwd="."),),  # the repository root, for --pins
-        collect=tuple(CopyRule(f"{{build}}/xcframeworks/{name}.xcframework/**", f"{name}.xcframework")
-                      for name in _ios_frameworks(leg)),
+        collect=(*(CopyRule(f"{{build}}/xcframeworks/{name}.xcframework/**", f"{name}.xcframework")
+                   for name in _ios_frameworks(leg)), *text_rules),
         contract=_ios_contract(leg),
         smoke=Smoke("smoke/tflite", defines=IOS_SMOKE_DEFINES, model="add.tflite", probes=leg.accelerator),
         notes=IOS_NOTES + _ios_smoke_notes(leg),

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 from SCons.Errors import BuildError
 from SCons.Node.Python import Value
 
-from . import sign
+from . import sbom, sign
 from .binary_cache import CacheError, Store, warn
 from .cache_entry import check_entry
 from .cache_trust import key_id
@@ -35,9 +35,10 @@ from .locations import is_url, origin_filename
 from .model.engine import Engine, url_filename
 from .model.matrix import Matrix
 from .model.plan import Download, Plan
+from .model.recipe_kit import LICENSE_ROOT
 from .model.submodules import advice
 from .pins import PinConflict, record_commit, record_pin
-from .records import Inputs, Records, public
+from .records import TREES, Inputs, Records, public, read_record
 from .steps import archive as archive_step
 from .steps import fetch as fetch_step
 from .steps import git as git_step
@@ -49,6 +50,7 @@ from .steps import stage as stage_step
 from .steps import submodule_check
 from .steps import upstream as upstream_step
 from .steps import verify as verify_step
+from .steps.checks.described import tree_problems
 from .steps.context import LegDirs
 from .steps.extract import extract
 from .steps.files import hardlink_or_copy, list_tree, sha256_file, write_json
@@ -77,7 +79,7 @@ class StepFailure(RuntimeError):
 
 NAMED_ERRORS = (StepFailure, fetch_step.FetchError, ExtractError, PatchError, StageError, archive_step.ArchiveError,
                 verify_step.ContractError, InspectError, BundleError, UniversalError, ExpandError, RunError,
-                ToolMissing, publish_step.PublishError, git_step.GitError, PinConflict, OSError)
+                ToolMissing, publish_step.PublishError, git_step.GitError, PinConflict, sbom.SbomError, OSError)
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,11 @@ def fetch(engine_name: str, download: Download, origin: str, record: Path) -> St
     if download.kind == "git":
         return _git_checkout(engine_name, download, origin, record)
     settings = run.settings
+    if download.optional and not download.sha256 and not origin and not settings.lock:
+        print(f"[fetch] {download.filename}: not pinned, not fetched (`scons lock` records it; the texts may come "
+              "from the origin itself)", flush=True)
+        return StepResult({"name": download.name, "url": download.url, "filename": download.filename,
+                           "skipped": "not pinned"})
     fetched = fetch_step.fetch(
         fetch_step.Download(url=origin or download.url, filename=origin_filename(origin) if origin else download.filename,
                             sha256=_origin_pin(engine_name, origin) if origin else (download.sha256 or None)),
@@ -355,7 +362,7 @@ def resolved_dirs(nodes: LegNodes) -> LegDirs:
     an in-source build gets its private copy of the tree (see Plan.private_source)."""
     dirs = nodes.dirs
     extracts = {n: Path(_read(p)["root"]) for n, p in dirs.extracts.items()}
-    downloads = {n: Path(_read(p)["path"]) for n, p in dirs.downloads.items()}
+    downloads = {n: Path(record["path"]) for n, p in dirs.downloads.items() if "path" in (record := _read(p))}
     shared = _shared_src(nodes)
     src = dirs.src
     if shared is not None:
@@ -412,8 +419,17 @@ def stage(leg_id: str) -> StepResult:
                                                       run.settings.verbose, log_prefix="fixup")
     if sign.applies_to(nodes.plan.leg):
         result["signing"] = sign.sign_stage(dirs.stage, run.environ).record()
+    result["sbom"] = _write_sbom(nodes, dirs.stage, result["bundled"])
     result["files"] = len([e for e in list_tree(dirs.stage, with_hashes=False) if e.kind != "dir"])
     return StepResult(result, trees=(dirs.stage,))
+
+
+def _write_sbom(nodes: LegNodes, stage_dir: Path, bundled: list[str]) -> str:
+    """The archive's SBOM into the stage (sbom.py): the plan's inputs as fetched, the patches,
+    the bundled libraries and the license texts staged."""
+    fetched = [_read(p) for p in nodes.dirs.downloads.values() if Path(p).is_file()]
+    document = sbom.leg_document(nodes.plan, nodes.engine, fetched, bundled, sbom.license_members(stage_dir))
+    return sbom.write(stage_dir, nodes.plan, document)
 
 
 def signs_here(run: RunContext, leg: Any) -> bool:
@@ -436,15 +452,20 @@ def merge(leg_id: str, input_archives: list[Path]) -> StepResult:
     else:
         report = _android_bundle([run.matrix.leg(i).arch for i in leg.inputs], unpacked, dirs.stage)
     record: dict[str, object] = {"inputs": list(leg.inputs), "report": report}
+    inputs = [sbom.InputArchive(i, archive) for i, archive in zip(leg.inputs, input_archives)]
+    record["sbom"] = sbom.write(dirs.stage, nodes.plan, sbom.aggregate_document(
+        nodes.plan, nodes.engine, inputs, sbom.license_members(dirs.stage)))
     if sign.applies_to(leg):  # lipo invalidates the slices' signatures
         record["signing"] = sign.sign_stage(dirs.stage, run.environ).record()
     return StepResult(record, trees=(dirs.stage,))
 
 
 def _android_bundle(abis: list[str], unpacked: list[Path], stage_dir: Path) -> list[str]:
-    """include/ from the first ABI, each ABI's libraries under lib/<abi>/."""
+    """include/ and the license texts from the first ABI, each ABI's libraries under lib/<abi>/."""
     stage_dir.mkdir(parents=True)
     shutil.copytree(unpacked[0] / "include", stage_dir / "include", symlinks=True)
+    if (unpacked[0] / LICENSE_ROOT).is_dir():
+        shutil.copytree(unpacked[0] / LICENSE_ROOT, stage_dir / LICENSE_ROOT, symlinks=True)
     report = []
     for abi, tree in zip(abis, unpacked):
         for lib in sorted((tree / "lib").glob("*")):
@@ -488,11 +509,34 @@ def _source_record(fetched: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def verify(leg_id: str) -> StepResult:
+    """The archive against its contract and, member by member, against its manifest's file
+    list, which the archive step made from the stage: and that list against the stage, still
+    as its step recorded it. So the archive holds what the smoke consumed (docs/decisions.md)."""
     run = _run()
     nodes = run.legs[leg_id]
     assert nodes.archive is not None
-    result = verify_step.verify(nodes.archive, nodes.plan.contract, nodes.engine.version, str(run.build_root))
+    files = _read(nodes.archive.with_name(nodes.archive.name + ".json"))["files"]
+    _stage_as_recorded(run, nodes, "before the archive was verified")
+    listed = tree_problems(nodes.dirs.stage, files, run.records.digests.digest)
+    if listed:
+        raise StepFailure(f"{nodes.archive.name}'s manifest does not list its stage as it is now (nothing may write "
+                          "to a stage during a run; run again):\n  - " + "\n  - ".join(listed[:10]))
+    result = verify_step.verify(nodes.archive, nodes.plan.contract, nodes.engine.version, str(run.build_root),
+                                described=files)
     return StepResult(result)
+
+
+def _stage_as_recorded(run: RunContext, nodes: LegNodes, when: str) -> None:
+    """The stage's tree digest is the one its step (stage, or merge) recorded: the smoke
+    and the archive see the same files. The digests are remembered, so this reads the
+    stage's files again only when they changed."""
+    stage = nodes.dirs.stage
+    record = read_record(nodes.dirs.steps / ("merge.json" if nodes.plan.leg.aggregate else "stage.json")) or {}
+    recorded = (record.get(TREES) or {}).get(os.path.abspath(stage))
+    if recorded is None or run.records.digests.tree_digest(stage) != recorded:
+        raise StepFailure(f"{stage} changed {when}, after its step recorded it: the smoke and the archive could "
+                          "have seen different files. Nothing may write to a stage during a run; run again (the "
+                          "stage step reruns)")
 
 
 def smoke(leg_id: str) -> StepResult:
@@ -506,9 +550,11 @@ def smoke(leg_id: str) -> StepResult:
                                     else run.host.why_not_run(leg), leg_id)
     elif not mode:
         result = smoke_step.not_run(run.host.why_not_run(leg), leg_id)
-    else:
+    else:  # on the stage the archive is written from, so it runs beside archive and verify
         result = smoke_step.smoke(nodes.archive, plan.smoke, run.root, nodes.dirs.leg / "smoke",
-                                  nodes.dirs.logs, leg_id, run.environ, run.settings.verbose, mode)
+                                  nodes.dirs.logs, leg_id, run.environ, run.settings.verbose, mode,
+                                  tree=nodes.dirs.stage)
+        _stage_as_recorded(run, nodes, "while the smoke ran")
     run.summary.smoke(leg_id, result)
     return StepResult({"leg": leg_id, **result})
 

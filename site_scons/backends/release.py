@@ -1,13 +1,21 @@
 """Atomic GitHub release of the archives in a dist directory (docs/upstream.md#release-fragility).
 
     python -m backends.release --repo owner/name --tag vX.Y.Z --dist DIR --matrix FILE.json
-                               [--api URL] [--token-env GITHUB_TOKEN]
+                               [--step draft|publish] [--api URL] [--token-env GITHUB_TOKEN]
 
 The matrix is `scons -Q ci-matrix` JSON for the release's selection; every entry with
 `publish: true` is a required leg. The command finds the tag's draft release (or creates
-one), uploads each present archive with its `.json` manifest and a `SHA256SUMS` covering
-every uploaded archive, and publishes the draft only when every required leg is present.
-Otherwise the draft stays, the missing legs are named and the exit status is 1.
+one), uploads each present archive with its `.json` manifest, its SBOM as
+`<archive>.spdx.json` (the document the manifest and the archive hold, sbom.py) and a
+`SHA256SUMS` covering every uploaded archive, and publishes the draft only when every
+required leg is present. Otherwise the draft stays, the missing legs are named and the exit
+status is 1.
+
+CI runs it in two steps with the gates between them (docs/ci-and-release.md#cutting-a-release):
+`--step draft` fills the draft and never publishes (exit 1 while legs are missing); the
+attestation and anira's tests then run on the draft's archives; `--step publish` publishes
+the draft once it holds every required leg with exactly the bytes of DIR, and changes no
+asset. Without `--step` both run at once (no gate between them).
 
 Re-running is safe ("Re-run failed jobs" runs this again): the tag's draft is found and
 reused, an asset whose size and sha256 match is skipped, a different or half-uploaded one
@@ -19,6 +27,7 @@ rate limit is waited out within a bound, else the command fails naming when it l
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -26,10 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from . import sbom
 from .github import GitHub, GitHubError, add_api_arguments, holds, redacting_printer
 from .steps.files import sha256_file
 
 SUMS_NAME = "SHA256SUMS"
+SBOM_SUFFIX = ".spdx.json"
+STEPS = ("draft", "publish")
 
 
 class ReleaseError(RuntimeError):
@@ -103,26 +115,54 @@ def required_legs(entries: Iterable[Mapping[str, Any]], dist: Path) -> list[Requ
 
 
 def release_assets(legs: Sequence[RequiredLeg], dist: Path) -> list[Asset]:
-    """Each present archive and its manifest, then SHA256SUMS (written into dist) over the archives."""
+    """Each present archive, its manifest and its SBOM, then SHA256SUMS (written into dist)
+    over the archives."""
     archives = []
+    sboms = []
     for leg in legs:
         if leg.manifest is None:
             continue
         archive = Asset.of(dist / leg.archive)
         _check_sidecar(archive.path, archive.sha256)
         archives.append(archive)
+        sboms.append(Asset.of(write_sbom(archive.path, leg.manifest)))
     archives.sort(key=lambda a: a.name)
     sums = dist / SUMS_NAME
     sums.write_text("".join(f"{a.sha256}  {a.name}\n" for a in archives))
     manifests = [Asset.of(dist / (a.name + ".json")) for a in archives]
-    return [*archives, *manifests, Asset.of(sums)]
+    return [*archives, *manifests, *sorted(sboms, key=lambda a: a.name), Asset.of(sums)]
+
+
+def write_sbom(archive: Path, manifest: Mapping[str, Any]) -> Path:
+    """`<archive>.spdx.json` beside the archive: the SBOM its manifest carries, in the bytes the
+    archive holds it in (its member's sha256 in the manifest's file list proves it)."""
+    record = manifest.get("sbom")
+    if not isinstance(record, dict) or not isinstance(record.get("document"), dict):
+        raise ReleaseError(f"{archive.name}.json carries no SBOM (its `sbom` field): the archive was built before "
+                           "SBOMs were written; re-run its leg")
+    data = sbom.serialize(record["document"])
+    listed = {f.get("path"): f.get("sha256") for f in manifest.get("files", ()) if isinstance(f, dict)}
+    digest = sha256_file_bytes(data)
+    if listed.get(record.get("path")) != digest:
+        raise ReleaseError(f"{archive.name}.json: its SBOM (sha256 {digest}) is not the archive's member "
+                           f"{record.get('path')} (sha256 {listed.get(record.get('path')) or 'not listed'}); "
+                           "the manifest was altered after the build: re-run the leg")
+    path = archive.with_name(archive.name + SBOM_SUFFIX)
+    path.write_bytes(data)
+    return path
+
+
+def sha256_file_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def release_notes(tag: str, legs: Sequence[RequiredLeg]) -> str:
     """Markdown from the manifests: engine versions, the archives and what they need at run time."""
     lines = [f"anira backends {tag}: prebuilt inference engines, one archive per platform and package form.",
-             f"Check downloads with `sha256sum -c {SUMS_NAME}`; each archive's `.json` manifest lists its "
-             "upstream sources (with sha256), patches, tools and files.", ""]
+             f"Check downloads with `sha256sum -c {SUMS_NAME}` and their build provenance with `gh attestation "
+             "verify <archive> --repo <owner>/<repo>`; each archive's `.json` manifest lists its upstream sources "
+             "(with sha256), patches, tools and files, and its SPDX SBOM is `<archive>.spdx.json` (also inside the "
+             "archive, under share/sbom/); the license texts are under share/licenses/.", ""]
     present = [leg for leg in legs if leg.manifest is not None]
     for engine in dict.fromkeys(str(leg.manifest["engine"]["name"]) for leg in present):  # type: ignore[index]
         rows = [leg.manifest for leg in present if leg.manifest["engine"]["name"] == engine]  # type: ignore[index]
@@ -176,13 +216,16 @@ def sync_assets(github: GitHub, release: Mapping[str, Any], assets: Sequence[Ass
 
 
 def release(github: GitHub, tag: str, dist: Path, entries: Sequence[Mapping[str, Any]],
-            say: Callable[[str], None]) -> int:
+            say: Callable[[str], None], step: str = "") -> int:
+    """`step` "draft" fills the draft, "publish" publishes the filled draft, "" does both."""
     legs = required_legs(entries, dist)
     if not legs:
         raise ReleaseError("the matrix has no leg with publish: true; nothing to release")
     assets = release_assets(legs, dist)
-    notes = release_notes(tag, legs)
     missing = [leg for leg in legs if leg.missing]
+    if step == "publish":
+        return publish_draft(github, tag, legs, assets, missing, say)
+    notes = release_notes(tag, legs)
     draft, made = github.ensure_draft(tag, notes)
     if not draft.get("draft"):
         return _already_published(github, draft, assets, missing, say)
@@ -193,13 +236,43 @@ def release(github: GitHub, tag: str, dist: Path, entries: Sequence[Mapping[str,
         say(f"updating draft release {tag}")
     sync_assets(github, draft, assets, say)
     if missing:
-        say(f"::error::release {tag} stays a draft: {len(missing)} of {len(legs)} required legs are missing: "
-            + ", ".join(leg.id for leg in missing))
-        say(f"draft: {draft.get('html_url', '')}")
-        return 1
+        return _stays_draft(tag, draft, legs, missing, say)
+    if step == "draft":
+        say(f"draft release {tag} holds every required leg; it is published by the publish step, once its "
+            "archives are attested and anira's tests pass on them")
+        return 0
     published = github.update(draft, draft=False)
     say(f"published {tag} with {len(legs)} legs: {published.get('html_url', '')}")
     return 0
+
+
+def publish_draft(github: GitHub, tag: str, legs: Sequence[RequiredLeg], assets: Sequence[Asset],
+                  missing: Sequence[RequiredLeg], say: Callable[[str], None]) -> int:
+    """Publish the tag's draft, changing no asset: only when it holds every required leg and
+    every asset is exactly the bytes in dist (what was attested and tested)."""
+    draft = github.find_release(tag)
+    if draft is None:
+        raise ReleaseError(f"release {tag} has no draft to publish: run `--step draft` first")
+    if not draft.get("draft"):
+        return _already_published(github, draft, assets, missing, say)
+    if missing:
+        return _stays_draft(tag, draft, legs, missing, say)
+    remote = {a["name"]: a for a in github.assets(draft, fresh=True)}
+    differ = [a.name for a in assets if a.name not in remote or not same_asset(remote[a.name], a)]
+    if differ:
+        raise ReleaseError(f"the draft of {tag} does not hold exactly these assets ({', '.join(differ)}): it changed "
+                           "after the draft step; run the release again from the draft step")
+    published = github.update(draft, draft=False)
+    say(f"published {tag} with {len(legs)} legs: {published.get('html_url', '')}")
+    return 0
+
+
+def _stays_draft(tag: str, draft: Mapping[str, Any], legs: Sequence[RequiredLeg], missing: Sequence[RequiredLeg],
+                 say: Callable[[str], None]) -> int:
+    say(f"::error::release {tag} stays a draft: {len(missing)} of {len(legs)} required legs are missing: "
+        + ", ".join(leg.id for leg in missing))
+    say(f"draft: {draft.get('html_url', '')}")
+    return 1
 
 
 def _already_published(github: GitHub, existing: Mapping[str, Any], assets: Sequence[Asset],
@@ -221,6 +294,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     parser.add_argument("--tag", required=True, help="the release tag, e.g. v2.3.0")
     parser.add_argument("--dist", type=Path, required=True, help="directory holding the archives and manifests")
     parser.add_argument("--matrix", type=Path, required=True, help="`scons -Q ci-matrix` JSON of the selection")
+    parser.add_argument("--step", choices=STEPS, default="",
+                        help="draft: fill the draft, never publish; publish: publish the filled draft (default: both)")
     add_api_arguments(parser)
     args = parser.parse_args(argv)
     token = environ.get(args.token_env, "")
@@ -235,7 +310,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             raise ReleaseError(f"--dist {args.dist} is not a directory")
         github = GitHub(args.api, args.repo, token)
         try:
-            return release(github, args.tag, args.dist, load_matrix(args.matrix), say)
+            return release(github, args.tag, args.dist, load_matrix(args.matrix), say, args.step)
         finally:
             say(github.usage())
     except (ReleaseError, GitHubError) as error:

@@ -90,6 +90,10 @@ MACOS_PLATFORMS = {"x86_64": "macosx_13_0_x86_64", "arm64": "macosx_13_0_arm64"}
 
 # Fixed timestamp for deterministic archives (2020-01-01T00:00:00Z).
 _EPOCH = 1577836800
+# The ORT release stand-ins' layout; a cached one of an older layout is made again. 2: with
+# upstream's LICENSE and ThirdPartyNotices.txt beside include/ and lib/ (the wheel's copies).
+ORT_RELEASE_LAYOUT = 2
+ORT_LICENSE_TEXTS = ("LICENSE", "ThirdPartyNotices.txt")
 
 
 class InputError(RuntimeError):
@@ -132,16 +136,26 @@ def _write_record(path: Path, sources: dict[str, str] | None = None, **extra) ->
     os.replace(tmp, _record_path(path))
 
 
-def _cached(path: Path) -> bool:
-    """True when ``path`` exists and still matches its recorded sha256."""
+def _cached(path: Path, layout: int | None = None) -> bool:
+    """True when ``path`` exists and still matches its recorded sha256 (and ``layout``, when given)."""
     record = _record_path(path)
     if not (path.is_file() and record.is_file()):
         return False
     try:
-        want = json.loads(record.read_text())["sha256"]
+        recorded = json.loads(record.read_text())
+        want = recorded["sha256"]
     except (ValueError, KeyError):
         return False
+    if layout is not None and recorded.get("layout") != layout:
+        return False
     return sha256_file(path) == want
+
+
+def _ort_license_texts(wheel: Path, tree: Path) -> None:
+    """Upstream's release archives carry LICENSE and ThirdPartyNotices.txt at their top: the
+    same texts as the wheel's ``onnxruntime/`` copies."""
+    for text in _wheel_files(wheel, "onnxruntime", set(ORT_LICENSE_TEXTS), tree):
+        text.chmod(0o644)
 
 
 def _run(cmd: list[str], what: str, cwd: Path | None = None, env: dict | None = None) -> str:
@@ -466,19 +480,21 @@ def _ort_release(
     out_dir = root / "releases"
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{asset}.tgz"
-    if _cached(out):
+    if _cached(out, ORT_RELEASE_LAYOUT):
         return out
     wheel = _ort_wheel(root, platform, pip_name)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         work = Path(tmp)
         tree, sources, api = _ort_release_tree(root, work, asset)
+        _ort_license_texts(wheel, tree)
         lib = tree / "lib"
         _wheel_files(wheel, "onnxruntime/capi",
                      {f"libonnxruntime.so.{ORT_VERSION}", "libonnxruntime_providers_shared.so", *extra_libs}, lib)
         os.symlink(f"libonnxruntime.so.{ORT_VERSION}", lib / "libonnxruntime.so.1")
         os.symlink("libonnxruntime.so.1", lib / "libonnxruntime.so")
         _deterministic_tgz(work / "stage", asset, out)
-    _write_record(out, sources={wheel.name: sha256_file(wheel), **sources}, ort_api_version_of_headers=api)
+    _write_record(out, sources={wheel.name: sha256_file(wheel), **sources}, ort_api_version_of_headers=api,
+                  layout=ORT_RELEASE_LAYOUT)
     return out
 
 
@@ -536,18 +552,20 @@ def ort_win_x64_release(cache: Path | str | None = None) -> Path:
     asset = f"onnxruntime-win-x64-{ORT_VERSION}"
     out = root / "releases" / f"{asset}.zip"
     out.parent.mkdir(parents=True, exist_ok=True)
-    if _cached(out):
+    if _cached(out, ORT_RELEASE_LAYOUT):
         return out
     wheel = _ort_wheel(root, WINDOWS_X64_PLATFORM)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         work = Path(tmp)
         tree, sources, api = _ort_release_tree(root, work, asset)
+        _ort_license_texts(wheel, tree)
         for dll in _wheel_files(wheel, "onnxruntime/capi", {"onnxruntime.dll", "onnxruntime_providers_shared.dll"},
                                 tree / "lib"):
             dll.chmod(0o644)
             import_lib(dll, "x64", dll.with_suffix(".lib"))
         _deterministic_zip(work / "stage", asset, out)
-    _write_record(out, sources={wheel.name: sha256_file(wheel), **sources}, ort_api_version_of_headers=api)
+    _write_record(out, sources={wheel.name: sha256_file(wheel), **sources}, ort_api_version_of_headers=api,
+                  layout=ORT_RELEASE_LAYOUT)
     return out
 
 
@@ -570,7 +588,8 @@ def ort_macos_dylib(arch: str, dest: Path, cache: Path | str | None = None,
 
 def ort_source_include(cache: Path | str | None = None) -> Path:
     """A source tree root holding only ``include/`` of ONNX Runtime 1.21.0 (its session,
-    provider and EP headers, e.g. ``include/onnxruntime/core/providers/coreml/``)."""
+    provider and EP headers, e.g. ``include/onnxruntime/core/providers/coreml/``) and the
+    license texts at its top (LICENSE, ThirdPartyNotices.txt)."""
     root = _cache(cache)
     tarball = debian_source_file(root, "onnxruntime", ORT_SOURCE_TARBALL, ORT_SOURCE_SHA256)
     top = f"onnxruntime-{ORT_SOURCE_VERSION}"
@@ -579,12 +598,13 @@ def ort_source_include(cache: Path | str | None = None) -> Path:
         with tarfile.open(tarball, "r:xz") as tar:
             for member in tar:
                 path = _safe_member_path(member.name)
-                if path.parts[:2] == (top, "include") and (member.isfile() or member.isdir()):
+                wanted = path.parts[:2] == (top, "include") or path.parts in ((top, t) for t in ORT_LICENSE_TEXTS)
+                if wanted and (member.isfile() or member.isdir()):
                     _write_member(tree.joinpath(*path.parts[1:]), member.isdir(), lambda: tar.extractfile(member))
         if not (tree / "include/onnxruntime/core/providers/coreml/coreml_provider_factory.h").is_file():
             raise InputError(f"{tarball.name} has no {top}/include/onnxruntime/core/providers/coreml/")
 
-    return _unpacked(root / "sources" / top, tarball, fill)
+    return _unpacked(root / "sources" / f"{top}-include-licenses", tarball, fill)
 
 
 # --------------------------------------------------------------------------- unpacking into prefixes

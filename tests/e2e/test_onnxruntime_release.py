@@ -13,6 +13,9 @@ import zipfile
 import pytest
 
 import inputs
+from backends import sbom
+from backends.model.matrix import load_matrix
+from backends.model.recipes import plan_leg
 from backends.pins import record_pin
 from backends.steps.files import sha256_file
 from scratch import Scons, scratch_project
@@ -143,3 +146,42 @@ def test_linux_aarch64_leg_runs_under_qemu(tmp_path_factory, e2e_cache):
     smoke = json.loads((project / "build/legs" / leg / "steps/smoke.json").read_text())
     assert smoke["status"] == "passed" and smoke["mode"] == "qemu", smoke
     assert "cpu: y = {2, 4, 6}" in "\n".join(smoke["output"]) and any("PASS" in line for line in smoke["output"])
+
+
+def test_license_texts_come_from_the_release(cpu):
+    """Upstream's release carries LICENSE and ThirdPartyNotices.txt (the stand-in the wheel's
+    copies of them): the archive has them at share/licenses/onnxruntime/."""
+    scons, *_ = cpu
+    with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
+        license_text = archive.read("share/licenses/onnxruntime/LICENSE")
+        notices = archive.read("share/licenses/onnxruntime/ThirdPartyNotices.txt")
+    assert license_text.startswith(b"MIT License") and b"Microsoft" in license_text
+    assert len(notices) > 100_000  # every bundled third-party library's notice
+
+
+def test_the_sbom_is_valid_and_lists_every_input_of_the_plan(cpu):
+    scons, *_ = cpu
+    manifest = json.loads((scons.project / "dist" / (ARCHIVE + ".json")).read_text())
+    with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
+        assert json.loads(archive.read(f"share/sbom/onnxruntime-{V}-Linux-x86_64-shared.spdx.json")) == \
+            manifest["sbom"]["document"]
+    document = manifest["sbom"]["document"]
+    assert sbom.problems(document) == []
+    matrix = load_matrix(scons.project)
+    plan = plan_leg(matrix.leg("onnxruntime-linux-x86_64-shared"), matrix.engines["onnxruntime"], matrix)
+    inputs_ = {p["name"]: p for p in document["packages"] if p["SPDXID"].startswith("SPDXRef-Input-")}
+    assert set(inputs_) == {f"onnxruntime-{d.name}" for d in plan.downloads}
+    for download in plan.downloads:
+        package = inputs_[f"onnxruntime-{download.name}"]
+        assert package["downloadLocation"] == download.url and package["packageFileName"] == download.filename
+        assert package["checksums"] == [{"algorithm": "SHA256", "checksumValue": download.sha256}]
+    archive_package = next(p for p in document["packages"] if p["SPDXID"] == "SPDXRef-Package-archive")
+    assert archive_package["licenseDeclared"] == "MIT" and archive_package["versionInfo"] == V
+    assert "share/licenses/onnxruntime/ThirdPartyNotices.txt" in archive_package["licenseComments"]
+
+
+def test_the_archive_has_the_shape_anira_relies_on(cpu):
+    scons, *_ = cpu
+    with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
+        tops = {name.split("/", 1)[0] for name in archive.namelist()}
+    assert tops == {"include", "lib", "share"}

@@ -83,7 +83,8 @@ def test_whole_graph_publishes_verified_smoke_tested_archives(built, tmp_path):
             assert [p["name"] for p in manifest["patches"]] == (["register_coreml"] if gpu else [])
             assert any("coreml provider: registered" in line for line in smoke["output"]) is gpu
         if "static" in leg:
-            assert members == {"include/fixsrc.h", "lib/libfixsrc.a"}
+            # and the archive's SBOM (backends/sbom.py), the same document as the manifest's
+            assert members == {"include/fixsrc.h", "lib/libfixsrc.a", manifest["sbom"]["path"]}
             stage = json.loads((project / f"build/legs/{leg}/steps/stage.json").read_text())
             bundled = sorted(Path(p).name for p in stage["bundled"])
             assert bundled == ["libfixsrc.a", "libfixsrc_util.a"], "bundled the build's own libraries only"

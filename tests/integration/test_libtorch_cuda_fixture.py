@@ -63,12 +63,21 @@ def cu130_zip(root: Path, extra: tuple[str, ...] = ()) -> Path:
     return release
 
 
+def origins(release: Path) -> tuple[str]:
+    """The fixture zip, and LibTorch's LICENSE and NOTICE (files of PyTorch's tag, unpinned
+    here: docs/licenses-and-provenance.md) as fixture texts beside it."""
+    texts = {name: release.with_name(name) for name in ("LICENSE", "NOTICE")}
+    for name, path in texts.items():
+        path.write_text(f"fixture {name}\n")
+    return (f"origin={release},license={texts['LICENSE']},notice={texts['NOTICE']}",)
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("cu130")
     release = cu130_zip(root)
     scons = Scons(scratch_project(root / "project"), root / "cache")
-    return scons, scons(LEG, f"origin={release}")
+    return scons, scons(LEG, *origins(release))
 
 
 def test_nvidia_redistributables_are_stripped_and_torch_cuda_kept(built):
@@ -76,6 +85,7 @@ def test_nvidia_redistributables_are_stripped_and_torch_cuda_kept(built):
     with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
         names = set(archive.namelist())
     assert set(KEPT) <= names
+    assert {"share/licenses/libtorch/LICENSE", "share/licenses/libtorch/NOTICE"} <= names
     assert not names & {f"lib/{name}" for name in NVIDIA}
     assert not [n for n in names if n.startswith("share/cmake/ATen/")]
 
@@ -83,7 +93,7 @@ def test_nvidia_redistributables_are_stripped_and_torch_cuda_kept(built):
 def test_an_nvidia_library_under_another_name_fails_verify(tmp_path):
     release = cu130_zip(tmp_path, extra=("libcutensor.so.2",))
     scons = Scons(scratch_project(tmp_path / "project"), tmp_path / "cache")
-    result = scons(LEG, f"origin={release}", check=False)
+    result = scons(LEG, *origins(release), check=False)
     assert result.returncode != 0
     assert "lib/libextra0.so is libcutensor.so.2, not a library this package ships" in result.stderr
     assert not (scons.project / "dist" / ARCHIVE).exists()
@@ -102,10 +112,10 @@ def test_changing_the_strip_rule_reruns_stage_to_publish_only(tmp_path, built):
     scons, _ = built
     release = next(scons.project.parent.glob("*+cu130.zip"))
     edited = Scons(scratch_project(tmp_path / "project", copied=("engines/libtorch",)), tmp_path / "cache")
-    edited(LEG, f"origin={release}")
+    edited(LEG, *origins(release))
     recipe = edited.project / "engines/libtorch/recipe.py"
     recipe.write_text(recipe.read_text().replace('"cudss")', '"cudss", "gomp-")'))
-    rerun = edited(LEG, f"origin={release}")
+    rerun = edited(LEG, *origins(release))
     assert edited.steps_run(rerun) == ["stage", "archive", "verify", "smoke", "publish"]
     with zipfile.ZipFile(edited.project / "dist" / ARCHIVE) as archive:
         assert "lib/libgomp-a34b3233.so.1" not in archive.namelist()

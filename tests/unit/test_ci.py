@@ -206,7 +206,7 @@ def test_triggers_concurrency_and_release_gate() -> None:
     release_job = workflow["jobs"]["release"]
     assert "github.event_name == 'push'" in release_job["if"] and "refs/tags/v" in release_job["if"]
     assert release_job["permissions"]["contents"] == "write"
-    assert "python -m backends.release" in release_job["steps"][-1]["run"]
+    assert any("python -m backends.release" in step.get("run", "") for step in release_job["steps"])
 
 
 def test_actions_are_pinned_to_a_version() -> None:
@@ -227,6 +227,8 @@ def _legs_callers(workflow: dict[Any, Any]) -> dict[str, dict[Any, Any]]:
 WRITE_JOBS: dict[tuple[str, str], set[str]] = {
     ("ci.yml", "legs"): {"contents"},
     ("ci.yml", "release"): {"contents"},
+    ("ci.yml", "attest"): {"id-token", "attestations"},  # build provenance (tests/unit/test_release_workflow.py)
+    ("ci.yml", "publish"): {"contents"},
     ("pins.yml", "lock"): {"contents", "pull-requests"},
 }
 LEVELS = {"none": 0, "read": 1, "write": 2}

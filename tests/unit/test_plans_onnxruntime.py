@@ -171,13 +171,16 @@ def test_cuda_curation():
 
 def test_cpu_prebuilt_copies_only_the_library_chain():
     plan = PLANS["onnxruntime-linux-x86_64-shared"]
-    assert [r.pattern for r in plan.collect] == ["{extract:release}/*/include/**",
+    assert [r.pattern for r in plan.collect] == ["{extract:release}/*/include/**", "{extract:release}/*/LICENSE",
+                                                 "{extract:release}/*/ThirdPartyNotices.txt",
                                                  "{extract:release}/*/lib/libonnxruntime.so*"]
     windows = PLANS["onnxruntime-windows-x86_64-shared"]
-    assert [r.pattern.rsplit("/", 1)[-1] for r in windows.collect] == ["**", "onnxruntime.dll", "onnxruntime.lib"]
+    assert [r.pattern.rsplit("/", 1)[-1] for r in windows.collect] == ["**", "LICENSE", "ThirdPartyNotices.txt",
+                                                                       "onnxruntime.dll", "onnxruntime.lib"]
 
 
 def test_aar_takes_each_abi():
     plan = PLANS["onnxruntime-android-shared"]
-    assert [r.dest for r in plan.collect] == ["include", "lib/arm64-v8a", "lib/x86_64"]
+    assert [r.dest for r in plan.collect] == ["include", "share/licenses/onnxruntime", "share/licenses/onnxruntime",
+                                              "lib/arm64-v8a", "lib/x86_64"]
     assert plan.smoke is None

@@ -89,7 +89,7 @@ def test_exact_argv_android(plans: dict[str, Plan]) -> None:
         *HEAD, "-DCMAKE_BUILD_TYPE=Release", "-DTFLITE_BUILD_STATIC=OFF",
         "-DCMAKE_TOOLCHAIN_FILE={env:ANDROID_NDK_HOME}/build/cmake/android.toolchain.cmake",
         "-DANDROID_ABI=arm64-v8a", "-DANDROID_PLATFORM=android-24")
-    assert plan.contract.required[-1] == "lib/libtensorflowlite_c.so"
+    assert "lib/libtensorflowlite_c.so" in plan.contract.required
 
 
 def test_configure_runs_in_the_repository_root_keyed_on_the_wrapper(plans: dict[str, Plan]) -> None:
@@ -144,8 +144,9 @@ def test_ios_repackages_the_podspec_frameworks(plans: dict[str, Plan]) -> None:
     cpu, gpu = plans["tflite-ios-xcframework"], plans["tflite-ios-gpu-xcframework"]
     version = load_matrix(ROOT).engines[ENGINE].version
     for plan in (cpu, gpu):
-        (download,) = plan.downloads
+        download, license_text = plan.downloads
         assert download.name == "podspec" and not download.unpack
+        assert license_text.name == "license" and license_text.filename == f"tflite-{version}-LICENSE"
         assert download.url.endswith(f"/TensorFlowLiteC/{version}/TensorFlowLiteC.podspec.json")
         assert "TensorFlowLiteC.xcframework/ios-arm64/TensorFlowLiteC.framework/TensorFlowLiteC" in plan.contract.required
         assert any("*simulator*" in r for r in plan.contract.required)
@@ -156,7 +157,7 @@ def test_ios_repackages_the_podspec_frameworks(plans: dict[str, Plan]) -> None:
         "--out", "{build}/xcframeworks")
     assert argv(cpu, "podspec")[-4:] == ("--xcframeworks", "TensorFlowLiteC", "--out", "{build}/xcframeworks")
     assert {r.dest for r in gpu.collect} == {"TensorFlowLiteC.xcframework", "TensorFlowLiteCMetal.xcframework",
-                                             "TensorFlowLiteCCoreML.xcframework"}
+                                             "TensorFlowLiteCCoreML.xcframework", "share/licenses/tflite"}
     assert "TensorFlowLiteCMetal.xcframework/**" in foreign(cpu, "metal").files
     assert shown(gpu, "coreml").symbols == ("TfLiteCoreMlDelegateCreate",)
     assert "TensorFlowLiteCCoreML.xcframework/**" in shown(gpu, "coreml").files

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from backends import github as github_api
-from backends import release
+from backends import release, sbom
 from fake_github import HOURLY_LIMIT, REPO, TOKEN, FakeGitHub, serve
 
 TAG = "v9.9.9"
@@ -60,7 +60,11 @@ def _build(dist: Path, leg: dict[str, Any], payload: bytes | None = None) -> Pat
     archive.write_bytes(payload if payload is not None else f"zip bytes of {leg['id']}".encode() * 100)
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
     (dist / f"{archive.name}.sha256").write_text(f"{digest}  {archive.name}\n")
+    document = {"spdxVersion": "SPDX-2.3", "name": archive.stem}  # the release only carries it (sbom.py checks it)
+    member = f"share/sbom/{archive.stem}.spdx.json"
     manifest = {"archive": archive.name, "sha256": digest, "size": archive.stat().st_size,
+                "sbom": {"path": member, "document": document},
+                "files": [{"path": member, "sha256": hashlib.sha256(sbom.serialize(document)).hexdigest()}],
                 "engine": {"name": "onnxruntime", "libname": "onnxruntime", "version": "1.26.0", "license": "MIT",
                            "homepage": "https://onnxruntime.ai"},
                 "leg": {"id": leg["id"], "engine": "onnxruntime", "platform": leg["platform"], "kind": leg["kind"],
@@ -94,7 +98,8 @@ def test_all_required_legs_present_publishes(github: FakeGitHub, tmp_path: Path,
     record = github.release(TAG)
     assert record["draft"] is False
     published = [_archive(leg) for leg in LEGS if leg["publish"]]
-    assert sorted(github.asset_names(TAG)) == sorted([*published, *(a + ".json" for a in published), "SHA256SUMS"])
+    assert sorted(github.asset_names(TAG)) == sorted([*published, *(a + ".json" for a in published),
+                                                      *(a + ".spdx.json" for a in published), "SHA256SUMS"])
     assert "onnxruntime-1.26.0-Android-arm64-v8a-static.zip" not in github.asset_names(TAG)  # publish: false
     # Created as a draft, filled, and published only after the last upload.
     assert github.calls[1] == ("POST", f"/repos/{REPO}/releases")
@@ -156,10 +161,10 @@ def test_rerun_after_failure_publishes_without_duplicates(github: FakeGitHub, tm
     code, out = _run(github, tmp_path, capsys)
     assert code == 0, out
     names = github.asset_names(TAG)
-    assert len(names) == len(set(names)) == 7
+    assert len(names) == len(set(names)) == 10
     assert len(github.releases) == 1 and github.release(TAG)["draft"] is False
-    # Only the new leg's two files and the grown SHA256SUMS went up again.
-    assert len(github.uploads()) - first_uploads == 3
+    # Only the new leg's three files and the grown SHA256SUMS went up again.
+    assert len(github.uploads()) - first_uploads == 4
     assert "replaced SHA256SUMS" in out and "unchanged onnxruntime-1.26.0-Linux-x86_64-static.zip" in out
     sums = _sums(github.asset_bytes(TAG, "SHA256SUMS").decode())
     assert "onnxruntime-1.26.0-Windows-x86_64-cuda-shared.zip" in sums
@@ -272,7 +277,7 @@ def test_immutable_releases_draft_upload_publish_then_never_change(github: FakeG
     assert _run(github, tmp_path, capsys)[0] == 1  # a draft stays mutable...
     _build(dist, LEGS[1])
     assert _run(github, tmp_path, capsys)[0] == 0  # ...so the re-run completes it, then publishes
-    assert github.release(TAG)["immutable"] and len(github.asset_names(TAG)) == 7
+    assert github.release(TAG)["immutable"] and len(github.asset_names(TAG)) == 10
     code, out = _run(github, tmp_path, capsys)
     assert code == 0 and "already published" in out
 
@@ -283,7 +288,7 @@ def test_of_two_drafts_of_the_tag_the_oldest_is_used(github: FakeGitHub, tmp_pat
     newer = github.add_release(TAG, draft=True)  # drafts do not reserve their tag
     _build(tmp_path / "dist", LEGS[0])
     assert _run(github, tmp_path, capsys)[0] == 1
-    assert len(github.assets[oldest["id"]]) == 3 and github.assets[newer["id"]] == []
+    assert len(github.assets[oldest["id"]]) == 4 and github.assets[newer["id"]] == []
 
 
 def test_a_rate_limit_past_the_bounded_wait_fails_the_release(github: FakeGitHub, tmp_path: Path,

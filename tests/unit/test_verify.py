@@ -13,7 +13,7 @@ from backends.model.matrix import load_matrix
 from backends.model.plan import Contract
 from backends.model.recipes import plan_leg
 from backends.steps.verify import ContractError, check, verify
-from binaries import coff_static, elf_shared, elf_static, macho_dylib, zip_members
+from binaries import coff_static, elf_shared, elf_static, license_texts, macho_dylib, zip_members
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT)
@@ -53,7 +53,7 @@ def ort_archive(path: Path, library: Path, headers: dict[str, int], extra: dict[
     members: dict[str, bytes | Path] = {f"include/{n}": f"#define ORT_API_VERSION {api}\n".encode()
                                         for n, api in headers.items()}
     members[f"lib/{library.name}"] = library
-    return zip_members(path, {**members, **extra}, LINKS)
+    return zip_members(path, {**members, **license_texts("onnxruntime"), **extra}, LINKS)
 
 
 def test_a_good_cpu_archive_passes(tmp_path, ort_library):

@@ -18,7 +18,7 @@ from backends.model.recipe_kit import linkage
 from backends.model.recipes import plan_leg
 from backends.steps.globs import matches
 from backends.steps.verify import check, summary
-from binaries import elf_shared, macho_dylib, pe_dll, zip_members
+from binaries import elf_shared, license_texts, macho_dylib, pe_dll, zip_members
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT)
@@ -45,7 +45,7 @@ def with_ballast(library: Path, size: int) -> Path:
 
 
 def ort_package(path: Path, library: Path | bytes) -> Path:
-    return zip_members(path, {**HEADERS, REAL: library}, LINKS)
+    return zip_members(path, {**HEADERS, **license_texts("onnxruntime"), REAL: library}, LINKS)
 
 
 # --- the stub of the finding: real ELF, OrtGetApiBase@VERS_1.26.0, nothing else -------------

@@ -14,6 +14,7 @@ from backends.model.matrix import load_matrix
 from backends.model.recipes import plan_leg
 from backends.steps.universal import lipo_create
 from backends.steps.verify import check
+from binaries import license_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT)
@@ -77,6 +78,8 @@ def universal_archive(work: Path, x86_64: Path, arm64: Path, headers=HEADERS) ->
         for name in headers:
             handle.writestr(f"include/{name}", "#define ORT_API_VERSION 21\n")
         handle.write(fat, "lib/libonnxruntime.dylib")
+        for name, text in license_texts("onnxruntime").items():
+            handle.writestr(name, text)
     return archive
 
 

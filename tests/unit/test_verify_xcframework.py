@@ -9,7 +9,7 @@ from backends.model.matrix import load_matrix
 from backends.model.plan import Contract
 from backends.model.recipes import plan_leg
 from backends.steps.verify import check
-from binaries import IOS_SLICES, macho_static, xcframework_members, zip_members
+from binaries import IOS_SLICES, license_texts, macho_static, xcframework_members, zip_members
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT)
@@ -36,7 +36,7 @@ def slices(work: Path, defined: tuple[str, ...], undefined: tuple[str, ...] = ()
 def ort_xcframework(path: Path, libraries: dict[str, Path], headers: tuple[str, ...] = ("onnxruntime_c_api.h",)) -> Path:
     members = xcframework_members("onnxruntime", "libonnxruntime.a", libraries,
                                   {h: b"#define ORT_API_VERSION 26\n" for h in headers})
-    return zip_members(path, members)
+    return zip_members(path, {**members, **license_texts("onnxruntime")})
 
 
 def test_the_cpu_and_gpu_xcframeworks_pass(tmp_path):
@@ -111,7 +111,7 @@ def test_tflite_delegate_xcframeworks_need_their_entry_points(tmp_path):
 
     members = {**framework("TensorFlowLiteC", ("TfLiteInterpreterCreate", "TfLiteModelCreate")),
                **framework("TensorFlowLiteCMetal", ("TFLGpuDelegateCreate",)),
-               **framework("TensorFlowLiteCCoreML", ("TfLiteUnrelated",))}
+               **framework("TensorFlowLiteCCoreML", ("TfLiteUnrelated",)), **license_texts("tflite")}
     problems = check(zip_members(tmp_path / "pkg.zip", members), contract("tflite-ios-gpu-xcframework"), "2.17.0")
     assert problems == [f"coreml evidence missing: no library in slice {ident} defines TfLiteCoreMlDelegateCreate"
                         for ident in sorted(IOS_SLICES)]

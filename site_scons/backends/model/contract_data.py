@@ -1,13 +1,14 @@
 """The contract facts every engine shares, from `engines/contracts.toml`: the binary
-evidence of each accelerator, what static libraries may leave undefined per OS, and the
-floors (size, exported symbols) a real build of an engine's main libraries is above.
+evidence of each accelerator, what static libraries may leave undefined per OS, the
+floors (size, exported symbols) a real build of an engine's main libraries is above, and
+the license texts every package carries under share/licenses/<engine>/.
 Applied to every leg's contract by `recipes.plan_leg`; validated at load, naming the
 file and the field."""
 from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -16,12 +17,13 @@ from typing import Mapping
 from .engine import DataError, when_matches
 from .leg import Leg
 from .plan import Contract, Evidence, Floor
-from .recipe_kit import facts
+from .recipe_kit import facts, license_dir
 from .vocab import ACCELERATORS, CONDITIONS, ENGINES, OSES
 
 FILE_NAME = "contracts.toml"
 EVIDENCE_KINDS = ("files", "symbols", "links", "targets")
 FLOOR_MINIMA = ("min_bytes", "min_symbols")
+SECTIONS = ("evidence", "undefined", "floor", "licenses")
 # The leg facts an evidence row may depend on: those of a patch's `when` but the flavor and the
 # accelerator, which the row is evidence of.
 WHEN_KEYS = tuple(key for key in CONDITIONS if key not in ("flavor", "accelerator"))
@@ -46,11 +48,27 @@ class FloorRow:
 
 
 @dataclass(frozen=True)
+class LicenseRow:
+    files: tuple[str, ...]  # names under share/licenses/<engine>/
+    when: Mapping[str, tuple[str, ...]]
+
+    def applies_to(self, leg: Leg) -> bool:
+        return when_matches(self.when, facts(leg))
+
+
+@dataclass(frozen=True)
 class ContractData:
     evidence: Mapping[str, Mapping[str, tuple[EvidenceRow, ...]]]  # engine -> accelerator -> rows
     system_symbols: Mapping[str, tuple[str, ...]]  # os -> regexes
     internal_prefixes: Mapping[str, tuple[str, ...]]  # engine -> C name prefixes
     floors: Mapping[str, tuple[FloorRow, ...]]  # engine -> rows
+    licenses: Mapping[str, tuple[LicenseRow, ...]] = field(default_factory=lambda: MappingProxyType({}))  # engine -> rows
+
+    def license_texts(self, leg: Leg) -> tuple[str, ...]:
+        """The license texts the leg's package carries: members under share/licenses/<engine>/."""
+        names = dict.fromkeys(name for row in self.licenses.get(leg.engine, ()) if row.applies_to(leg)
+                              for name in row.files)
+        return tuple(f"{license_dir(leg.engine)}/{name}" for name in names)
 
 
 def contracts_file(engines_dir: Path) -> Path:
@@ -64,12 +82,13 @@ def load_contract_data(path: Path) -> ContractData:
             raw = tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise DataError(f"{path}: {error}") from None
-    _only(raw, ("evidence", "undefined", "floor"), f"{path}")
+    _only(raw, SECTIONS, f"{path}")
     undefined = _table(raw.get("undefined", {}), f"{path}: undefined")
     _only(undefined, ("system", "sets", "internal"), f"{path}: undefined")
     evidence = _per_engine(raw.get("evidence", {}), path, "evidence")
     internal = _per_engine(undefined.get("internal", {}), path, "undefined.internal")
     floors = _per_engine(raw.get("floor", {}), path, "floor")
+    licenses = _per_engine(raw.get("licenses", {}), path, "licenses")
     return ContractData(
         evidence=MappingProxyType({engine: _engine_evidence(rows, f"{path}: evidence.{engine}")
                                    for engine, rows in evidence.items()}),
@@ -77,19 +96,23 @@ def load_contract_data(path: Path) -> ContractData:
         internal_prefixes=MappingProxyType({engine: _strings(value, f"{path}: undefined.internal.{engine}")
                                             for engine, value in internal.items()}),
         floors=MappingProxyType({engine: _engine_floors(rows, f"{path}: floor.{engine}") for engine, rows in floors.items()}),
+        licenses=MappingProxyType({engine: _license_rows(rows, f"{path}: licenses.{engine}")
+                                   for engine, rows in licenses.items()}),
     )
 
 
 def with_contract_data(contract: Contract, leg: Leg, data: ContractData) -> Contract:
-    """The leg's contract with its accelerators' evidence, the others' absence, and the
-    static-library rules of its OS."""
+    """The leg's contract with its accelerators' evidence, the others' absence, the
+    static-library rules of its OS and the engine's license texts."""
     rows = data.evidence.get(leg.engine, {})
     present = tuple(_merge(acc, [r for r in rows.get(acc, ()) if r.applies_to(leg)]) for acc in leg.accelerator)
     shipped = _merge("", [r for acc in leg.accelerator for r in rows.get(acc, ())])
     absent = tuple(_without(_merge(acc, list(acc_rows)), shipped)
                    for acc, acc_rows in rows.items() if acc not in leg.accelerator)
+    required = tuple(dict.fromkeys((*contract.required, *data.license_texts(leg))))  # an aggregate's are its slice's
     return replace(
         contract,
+        required=required,
         accelerators=tuple(e for e in present if e),
         foreign_accelerators=tuple(e for e in absent if e),
         system_symbols=data.system_symbols.get(leg.os, ()),
@@ -165,6 +188,23 @@ def _floor_row(raw: object, where: str) -> FloorRow:
     if not any(minima.values()):
         raise DataError(f"{where}: sets no floor; give min_bytes or min_symbols above 0")
     return FloorRow(tuple(Floor(glob, **minima) for glob in _strings(row["libraries"], f"{where}.libraries")), when)
+
+
+def _license_rows(raw: object, where: str) -> tuple[LicenseRow, ...]:
+    return tuple(_license_row(row, f"{where}[{i}]") for i, row in enumerate(_list(raw, where)))
+
+
+def _license_row(raw: object, where: str) -> LicenseRow:
+    row = _table(raw, where)
+    _only(row, ("when", "files"), where)
+    if "files" not in row:
+        raise DataError(f"{where}: names no files; give the license texts' file names, e.g. [\"LICENSE\"]")
+    files = _strings(row["files"], f"{where}.files")
+    bad = [name for name in files if "/" in name or "\\" in name or name in (".", "..") or "*" in name]
+    if bad:
+        raise DataError(f"{where}.files: {', '.join(map(repr, bad))} is not a plain file name (no directories, no "
+                        "wildcards): the texts live directly under share/licenses/<engine>/")
+    return LicenseRow(files, _when(row, where))
 
 
 def _system_symbols(undefined: dict, where: str) -> Mapping[str, tuple[str, ...]]:

@@ -41,6 +41,9 @@ class Download:
     # `scons lock` records that URL in engine.toml's `[nested]` and pins the file it names
     # under its own file name; the build step that reads the field fetches it.
     names: str = ""
+    # Fetched when pinned (or given by origin=, or under lock); an unpinned one is skipped, its
+    # copy rules not required: license texts the origin may carry itself (a wheel does).
+    optional: bool = False
 
 
 @dataclass(frozen=True)

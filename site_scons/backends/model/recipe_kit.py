@@ -1,12 +1,15 @@
 """Small helpers that engine recipes share: downloads, patch facts, CMake arguments."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from .engine import DataError, Engine, PatchSpec, url_filename
 from .leg import Leg
-from .plan import Download
+from .plan import CopyRule, Download
+
+# Where every package carries its engine's license texts (engines/contracts.toml [licenses]).
+LICENSE_ROOT = "share/licenses"
 
 # Default exclusion when bundling a build tree: fetched sources (malformed test `.a` files
 # live there, e.g. TFLite's ios/testdata) and test data.
@@ -129,3 +132,27 @@ def static_lib_name(leg: Leg, name: str) -> str:
 
 def join_args(*groups: Iterable[str]) -> tuple[str, ...]:
     return tuple(arg for group in groups for arg in group)
+
+
+# -- license texts (docs/licenses-and-provenance.md) -------------------------------------------
+
+def license_dir(engine_name: str) -> str:
+    return f"{LICENSE_ROOT}/{engine_name}"
+
+
+def license_texts(engine: Engine, root: str, names: Iterable[str]) -> tuple[CopyRule, ...]:
+    """Each license text `name` from the tree `root` (a symbolic path: `{src}`,
+    `{extract:release}/*`) into share/licenses/<engine>/."""
+    return tuple(CopyRule(f"{root}/{name}", license_dir(engine.name), rename=name) for name in names)
+
+
+def license_downloads(engine: Engine, texts: Mapping[str, str]) -> tuple[tuple[Download, ...], tuple[CopyRule, ...]]:
+    """The texts a prebuilt origin lacks, from the pinned source: `texts` maps a text's file
+    name to the engine.toml source whose URL names it. Each is pinned under
+    `<engine>-<version>-<name>` (every version's is called LICENSE), so `scons lock` records
+    a new pin for a new version."""
+    downloads = tuple(replace(url_source(engine, source, unpack=False, filename=f"{engine.name}-{engine.version}-{name}"),
+                              optional=True) for name, source in texts.items())
+    rules = tuple(CopyRule(f"{{download:{source}}}", license_dir(engine.name), rename=name, required=False)
+                  for name, source in texts.items())
+    return downloads, rules

@@ -2,7 +2,7 @@
 
 # Bump when a step's implementation changes what it produces: every step reruns, and every
 # leg key (backends/legkey.py) changes, so no binary cache entry of the old steps is reused.
-STEP_VERSION = 2
+STEP_VERSION = 3
 
 # A leg's own steps, each recorded in build/legs/<leg id>/steps/<step>.json (the shared
 # downloads, extractions and source trees are recorded under build/ by kind).

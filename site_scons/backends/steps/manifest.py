@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from .. import sbom
 from ..model.engine import Engine
 from ..model.plan import Plan
 from .files import atomic_write_text, list_tree, sha256_file
@@ -51,6 +52,7 @@ def archive_manifest(plan: Plan, engine: Engine, archive: Path, stage: Path,
         **({"durations": dict(durations)} if durations else {}),
         "tools": dict(tools),
         "licenses": [engine.license],
+        **({"sbom": document} if (document := sbom.read(stage, plan)) else {}),  # the archive's SBOM (sbom.py)
         "files": files,
     }
 

@@ -150,13 +150,16 @@ def emulator_env(mode: str, environ: Mapping[str, str], leg_dir: Path) -> dict[s
 
 def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path, label: str,
           environ: Mapping[str, str], verbose: bool, mode: str = "native",
-          known: Mapping[str, str] | None = None) -> dict[str, object]:
-    """Configure, build and ctest `spec.project` against the unpacked archive; raises on failure.
+          known: Mapping[str, str] | None = None, tree: Path | None = None) -> dict[str, object]:
+    """Configure, build and ctest `spec.project` against the unpacked archive (or against
+    `tree`, the stage it is written from, used in place); raises on failure.
     `known`: the accelerators this machine is known to have (default: detected here)."""
     started = time.monotonic()
     shutil.rmtree(work, ignore_errors=True)
-    package = work / "package"
-    extract(archive, package)
+    package = tree if tree is not None else work / "package"
+    if tree is None:
+        extract(archive, package)
+    work.mkdir(parents=True, exist_ok=True)
     build_dir = work / "build"
     project = project_root / spec.project
     env = limited_env(emulator_env(mode, environ, work.parent))

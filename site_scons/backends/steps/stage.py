@@ -8,7 +8,7 @@ from typing import Mapping
 
 from ..model.plan import Bundle, CopyRule, Plan
 from .bundle import listed_archives, merge_static, object_format, tree_archives
-from .context import LegDirs, expand
+from .context import ExpandError, LegDirs, expand
 from .files import hardlink_or_copy
 from .globs import find, matches_any
 
@@ -42,7 +42,12 @@ def collect(rules: tuple[CopyRule, ...], excludes: tuple[str, ...], dirs: LegDir
     dirs.stage.mkdir(parents=True)
     dropped: list[str] = []
     for rule in rules:
-        pattern = expand(rule.pattern, dirs, environ) or ""
+        try:
+            pattern = expand(rule.pattern, dirs, environ) or ""
+        except ExpandError:
+            if rule.required:
+                raise
+            continue  # an optional download that was not fetched (unpinned)
         found = find(pattern)
         if not found and rule.required:
             raise StageError(f"stage: {rule.pattern} ({pattern}) matched nothing; the upstream layout changed "
