@@ -35,4 +35,5 @@ if [ -z "$wheel" ]; then
     exit 1
   fi
 fi
-"$PROJECT_PYTHON" -m SCons -Q libtorch-linux-x86_64-shared version="$TORCH_VERSION" origin="$(realpath "$wheel")" "$@"
+# -j2: the smoke's compile runs beside archive and verify (docs/decisions.md); a later -j wins.
+"$PROJECT_PYTHON" -m SCons -Q -j2 libtorch-linux-x86_64-shared version="$TORCH_VERSION" origin="$(realpath "$wheel")" "$@"

@@ -211,7 +211,7 @@ class Graph:
                                partial(actions.build, leg.id),
                                {"commands": plan.build, "env": plan.env, "private": plan.private_source,
                                 **self._environment(plan)})
-            self.env.Clean(build, [str(dirs.build), str(dirs.install), str(dirs.venv)])
+            self.env.Clean(build, [str(dirs.build), str(dirs.install), str(dirs.venv), str(dirs.short)])
             previous = [build]
         stage_payload = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
                          "fixups": plan.fixups, "sign": actions.signs_here(self.run, leg)}
@@ -259,8 +259,10 @@ class Graph:
         return nodes
 
     def _finish(self, nodes: LegNodes, staged: Any) -> None:
-        """archive -> verify -> smoke in the leg's build dir, then publish into dist/: an
-        archive reaches dist/ only once it is verified and smoke-tested (or recorded not run)."""
+        """archive -> verify, and beside them (with -j) the smoke of the stage the archive is
+        written from, in the leg's build dir; then publish into dist/: an archive reaches
+        dist/ only once it is verified, member by member the stage the smoke consumed, and
+        smoke-tested (or recorded not run). docs/decisions.md: the smoke beside the archive."""
         plan, leg, dirs = nodes.plan, nodes.plan.leg, nodes.dirs
         steps_dir = dirs.steps
         name = published_name(plan, self.settings.format)
@@ -272,16 +274,16 @@ class Graph:
             [staged], "archive", leg.id, name, partial(actions.archive, leg.id),
             {"format": self.settings.format, "leg": leg, "engine": _engine_record(nodes.engine),
              "patches": plan.patches, "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")})
-        verify = self._step([steps_dir / "verify.json"], [archive[-1]], "verify", leg.id, name,
+        verify = self._step([steps_dir / "verify.json"], [archive[-1], staged], "verify", leg.id, name,
                             partial(actions.verify, leg.id), {"contract": plan.contract})
-        smoke_sources = [verify[0]]
+        smoke_sources = [staged]
         if plan.smoke:
             project = self.root / plan.smoke.project
             shared = sorted(project.parent.glob("*.cmake"))  # smoke/common.cmake
             model = [self.root / plan.smoke.model_path] if plan.smoke.model else []  # may live in another project
             files = dict.fromkeys(p for p in [*sorted(project.rglob("*")), *shared, *model] if p.is_file())
             smoke_sources += [self.env.File(str(p)) for p in files]
-        smoke = self._step([steps_dir / "smoke.json"], [archive[-1], *smoke_sources], "smoke", leg.id, name,
+        smoke = self._step([steps_dir / "smoke.json"], smoke_sources, "smoke", leg.id, name,
                            partial(actions.smoke, leg.id), self._smoke_settings(plan))
         self._publish(nodes, [archive[-1], verify[0], smoke[0]])
 

@@ -76,7 +76,7 @@ class _DeflatedMember(io.RawIOBase):
         else:
             data = self._inflated(lambda _: self._inflate.flush(), b"")
             self._done = True
-        self._seen_crc = zlib.crc32(data, self._seen_crc)
+        self._seen_crc = _inflater.crc32(data, self._seen_crc)  # ISA-L's: the same CRC, ~5x zlib's speed
         self._seen_size += len(data)
         if self._done and (self._seen_crc, self._seen_size) != (self._crc, self._size):
             raise zipfile.BadZipFile(f"Bad CRC-32 or size for {self._name}: the member is corrupt")

@@ -33,8 +33,9 @@ class ContractError(AssertionError):
 def check(archive: Path, contract: Contract, version: str, build_root: str = "",
           described: list[dict[str, Any]] | None = None) -> list[str]:
     """Every violation of `contract` by `archive` (empty when it holds). With `described` (a
-    manifest's file list, as a binary cache entry brings it), the members must be exactly
-    what it lists, before the contract is looked at: one opening of the archive for both."""
+    manifest's file list: a binary cache entry's, or the one the archive step made from the
+    stage), the members must be exactly what it lists, before the contract is looked at.
+    One opening of the archive, and one pass over its members on every core, serve both."""
     try:
         view = open_archive(archive)
     except _UNREADABLE as error:
@@ -43,6 +44,7 @@ def check(archive: Path, contract: Contract, version: str, build_root: str = "",
         unsafe = check_members(view, folds_case(contract.platform))
         if unsafe:  # nothing inside an archive that could escape its root is looked at
             return unsafe
+        view.scan(hashing=described is not None)
         undescribed = described_problems(view, described) if described is not None else []
         return undescribed or _check_contents(view, contract, version, build_root)
     except _UNREADABLE as error:  # a member whose data is corrupt
@@ -94,8 +96,9 @@ def _check_size(view: ArchiveView, contract: Contract) -> list[str]:
             "release-asset limit"]
 
 
-def verify(archive: Path, contract: Contract, version: str, build_root: str = "") -> dict[str, object]:
-    problems = check(archive, contract, version, build_root)
+def verify(archive: Path, contract: Contract, version: str, build_root: str = "",
+           described: list[dict[str, Any]] | None = None) -> dict[str, object]:
+    problems = check(archive, contract, version, build_root, described)
     if problems:
         raise ContractError(f"{archive.name} breaks its contract:\n  - " + "\n  - ".join(problems))
     return {"archive": archive.name, "checked": summary(contract)}

@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 
 from ...model.matrix import AGGREGATE_SLICES
 from ...model.plan import Contract
-from ..inspect import binary_archs, library_identity, macho_install_names
+from ..inspect import macho_install_names
 from .view import ArchiveView, group_of, is_shared_library_name, slice_of
 
 OS_FORMATS = {"linux": ("elf",), "android": ("elf",), "macos": ("macho",), "ios": ("macho",),
@@ -45,11 +45,11 @@ def check_formats(view: ArchiveView, platform: str) -> list[str]:
         if wanted is None:
             continue
         formats, archs = wanted
-        fmt, found = binary_archs(view.file(name))
+        fmt, found = view.archs(name)
         if fmt not in formats or (archs and found != archs):
             what = FORMAT_NAMES[fmt] + f" {'+'.join(sorted(found))}" if fmt in FORMAT_NAMES else "no binary"
             expected = "/".join(FORMAT_NAMES[f] for f in formats) + f" {'+'.join(sorted(archs))}"
-            size = view.file(name).stat().st_size
+            size = view.size(name)
             problems.append(f"{name} ({size} bytes) is {what.strip()}; {platform} needs {expected.strip()}")
     return problems
 
@@ -59,7 +59,7 @@ def slices(view: ArchiveView, name: str, platform: str) -> list[str]:
     symbol in only one slice fails a consumer of the other); [""] for any other library."""
     if not platform.endswith("-universal") or not view.is_binary(name):
         return [""]
-    fmt, archs = binary_archs(view.file(name))
+    fmt, archs = view.archs(name)
     return sorted(archs) if fmt == "macho" and len(archs) > 1 else [""]
 
 
@@ -102,7 +102,7 @@ def check_identities(view: ArchiveView, allowed: tuple[str, ...]) -> list[str]:
         return []
     problems = []
     for name in shared_libraries(view):
-        identity = PurePosixPath(library_identity(view.file(name)) or name).name
+        identity = PurePosixPath(view.identity(name) or name).name
         if not any(fnmatch(identity, pattern) for pattern in allowed):
             problems.append(f"{name} is {identity}, not a library this package ships "
                             f"(allowed: {', '.join(allowed)})")

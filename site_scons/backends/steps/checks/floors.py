@@ -5,9 +5,7 @@ exports only `OrtGetApiBase` is one."""
 from __future__ import annotations
 
 from ...model.plan import Floor
-from ..bundle import object_format
 from ..globs import matches
-from ..inspect import elf_version_definitions
 from .view import ArchiveView, is_shared_library_name
 
 
@@ -32,14 +30,14 @@ def exported_count(view: ArchiveView, name: str) -> int:
     """Defined external symbols of a library member; an ELF shared object's version names
     (`VERS_1.26.0`, listed as absolute symbols) are no symbols it exports."""
     defined = view.symbols(name)[0]
-    if defined and is_shared_library_name(name) and object_format(view.file(name)) == "elf":
-        defined = defined - set(view.readable(name, lambda: elf_version_definitions(view.file(name)), []))
+    if defined and is_shared_library_name(name) and view.format(name) == "elf":
+        defined = defined - set(view.readable(name, lambda: view.version_definitions(name), []))
     return len(defined)
 
 
 def _below(view: ArchiveView, name: str, floor: Floor) -> list[str]:
     problems = []
-    size = view.file(name).stat().st_size
+    size = view.size(name)
     if size < floor.min_bytes:
         problems.append(f"{name} is {size:,} bytes, under the {floor.min_bytes:,} bytes of its engine's real "
                         "builds' floor: a stub, not the engine")

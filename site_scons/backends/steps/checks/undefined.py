@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from ..bundle import is_ar_archive
 from .view import ArchiveView, group_of
 
 # Names whose owner a name tells: C++ (Itanium, MSVC, MSVC imports) and Objective-C classes.
@@ -17,7 +16,7 @@ SHOWN = 12
 
 def check_undefined(view: ArchiveView, platform: str, system: tuple[str, ...],
                     internal: tuple[str, ...]) -> list[str]:
-    statics = [name for name in view.binaries if is_ar_archive(view.file(name))]
+    statics = [name for name in view.binaries if view.is_static(name)]
     if not statics:
         return []
     allowed = [re.compile(pattern) for pattern in system]

@@ -11,7 +11,7 @@ from ...model.engine import version_key
 from ...model.schema import VERSION
 from ...model.plan import Contract, VersionProbe
 from ..globs import matches
-from ..inspect import dll_file_version, dylib_version, elf_version_definitions
+from ..inspect import dll_file_version, dylib_version
 from .view import ArchiveView
 
 _API_VERSION = re.compile(rb"#define\s+ORT_API_VERSION\s+(\d+)")
@@ -55,7 +55,7 @@ def _read(view: ArchiveView, probe: VersionProbe) -> list[tuple[str, str]]:
         return []
     if probe.kind == "elf-version":
         prefix = probe.pattern
-        found = [name[len(prefix):] for name in elf_version_definitions(view.file(member))
+        found = [name[len(prefix):] for name in view.version_definitions(member)
                  if name.startswith(prefix) and _RELEASE.fullmatch(name[len(prefix):])]
         return [(f"{member} ({prefix}{v})", v) for v in found]
     reader = {"dylib": dylib_version, "dll": dll_file_version}[probe.kind]

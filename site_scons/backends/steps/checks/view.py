@@ -1,7 +1,10 @@
 """An archive as verify sees it: its entries (with their kinds and link targets), member
-bytes on demand, and the libraries in it, extracted once into a scratch directory."""
+bytes on demand, and the libraries in it. One pass (scan.py) reads every member once: an
+ELF shared object's facts come from its own tables, any other library is extracted once
+into a scratch directory for the tools that read it."""
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import re
@@ -9,6 +12,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
+import threading
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -16,11 +20,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO, Callable, TypeVar
 
-from ..bundle import object_format
+from ..bundle import AR_MAGIC, _format_of_bytes, object_format
+from ..elf_symbols import Behind, DynamicFacts, ElfError, Sequential, dynamic_facts, is_shared_object
 from ..extract import _name_problem, canonical_name
 from ..globs import matches
 from ..inflate import open_member
-from ..inspect import InspectError, needed_libraries, symbol_sets
+from ..inspect import (ELF_MACHINES, InspectError, binary_archs, elf_version_definitions, library_identity,
+                       needed_libraries, symbol_sets)
+from .scan import CHUNK, HEAD, Member, Scanned, scan
 
 T = TypeVar("T")
 
@@ -66,8 +73,12 @@ class ArchiveView:
     _open: Callable[[str], BinaryIO]
     keep: object = None  # resources that must live as long as the view
     concurrent: bool = False  # members may be read from several threads at once (zip)
+    declared: dict[str, int] = field(default_factory=dict)  # stored name -> size the archive declares
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="verify-")))
     _extracted: dict[str, Path] = field(default_factory=dict)
+    _scanned: dict[str, Scanned] = field(default_factory=dict)
+    _facts: dict[str, DynamicFacts | None] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     _symbols: dict[tuple[str, str], tuple[set[str], set[str]]] = field(default_factory=dict)
     _needed: dict[str, list[str]] = field(default_factory=dict)
     unreadable: dict[str, str] = field(default_factory=dict)  # member -> why a tool could not read it
@@ -103,16 +114,29 @@ class ArchiveView:
             name = posixpath.normpath(posixpath.join(posixpath.dirname(name), self.symlinks[name]))
         return None
 
+    def open(self, name: str) -> BinaryIO:
+        """A reader of the member's bytes."""
+        return self._open(self._stored.get(name, name))
+
     def file(self, name: str) -> Path:
         """The member as a file in the scratch directory (extracted once)."""
         if name not in self._extracted:
             self._extract_to(name, self._slot(name))
         return self._extracted[name]
 
+    def scan(self, hashing: bool) -> None:
+        """The one pass (scan.py): every library, and with `hashing` every file member, read
+        once on every core; what a check asks of a member afterwards is answered from it."""
+        libraries = set(self.libraries)
+        members = {e.name: Member(e.name, self.declared.get(e.stored or e.name, 0), e.name in libraries,
+                                  lambda name=e.name: self._slot(name))
+                   for e in self.entries if e.kind == FILE and e.name not in self._scanned}
+        self._scanned.update(scan(members.values(), self.open, hashing=hashing, concurrent=self.concurrent))
+
     def prefetch(self, names: list[str], symbols: bool) -> None:
-        """Extract `names` (and read their symbol tables) on every core at once: inflating
-        and `llvm-nm` dominate the time of a large package's checks."""
-        pending = [name for name in names if name not in self._extracted]
+        """Extract `names` that a tool must read (and read their symbol tables) on every core
+        at once: inflating and `llvm-nm` dominate the time of a large package's checks."""
+        pending = [name for name in names if name not in self._extracted and self.facts(name) is None]
         workers = min(len(names), os.cpu_count() or 1)
         if workers < 2:
             return
@@ -127,9 +151,10 @@ class ArchiveView:
                 list(pool.map(self.needed, [n for n in binaries if is_shared_library_name(n)]))
 
     def _slot(self, name: str) -> Path:
-        target = self.scratch / f"{len(self._extracted)}" / posixpath.basename(name)
-        target.parent.mkdir(parents=True)
-        self._extracted[name] = target
+        with self._lock:  # scan.py asks from its threads
+            target = self.scratch / f"{len(self._extracted)}" / posixpath.basename(name)
+            target.parent.mkdir(parents=True)
+            self._extracted[name] = target
         return target
 
     def _extract_to(self, name: str, target: Path) -> None:
@@ -139,19 +164,89 @@ class ArchiveView:
     def symbols(self, library: str, arch: str = "") -> tuple[set[str], set[str]]:
         """(defined, undefined) external symbols of a library member (of its `arch` slice
         when given), read once; none for a member that is no binary (the format check
-        reports it)."""
+        reports it). An ELF shared object's are its dynamic table's, as llvm-nm lists them."""
         key = (library, arch)
         if key not in self._symbols:
             self._symbols[key] = (set(), set())
-            if self.is_binary(library):
+            if (facts := self.facts(library)) is not None:
+                self._symbols[key] = (set(facts.defined), set())
+            elif self.is_binary(library):
                 self._symbols[key] = self.readable(library, lambda: symbol_sets(self.file(library), arch), (set(), set()))
         return self._symbols[key]
 
     def needed(self, library: str) -> list[str]:
         """The libraries a shared library member needs at load time, read once."""
         if library not in self._needed:
-            self._needed[library] = self.readable(library, lambda: needed_libraries(self.file(library)), [])
+            facts = self.facts(library)
+            self._needed[library] = list(facts.needed) if facts is not None else \
+                self.readable(library, lambda: needed_libraries(self.file(library)), [])
         return self._needed[library]
+
+    def identity(self, library: str) -> str:
+        """The name a loader knows a shared library member by (inspect.library_identity)."""
+        facts = self.facts(library)
+        return facts.soname if facts is not None else library_identity(self.file(library))
+
+    def version_definitions(self, library: str) -> list[str]:
+        """The symbol versions an ELF shared object member defines, without its base version."""
+        facts = self.facts(library)
+        return list(facts.version_definitions) if facts is not None else elf_version_definitions(self.file(library))
+
+    def archs(self, library: str) -> tuple[str, set[str]]:
+        """(format, architectures) of a library member (inspect.binary_archs)."""
+        facts = self.facts(library)
+        if facts is not None:
+            return "elf", {ELF_MACHINES.get(facts.machine, "unknown")}
+        return binary_archs(self.file(library))
+
+    def facts(self, name: str) -> DynamicFacts | None:
+        """An ELF shared object member's dynamic facts from its own tables, streamed only as far
+        as they lie (the scan's, when it read the member); None for any other member, or one
+        whose tables cannot be read so (a tool reads the whole file)."""
+        if name in self._scanned:
+            return self._scanned[name].facts
+        if name not in self._facts:
+            self._facts[name] = None
+            if is_shared_object(self.head(name)):
+                with self.open(name) as stream:
+                    try:
+                        self._facts[name] = dynamic_facts(Sequential(stream).read)
+                    except (ElfError, Behind):
+                        pass
+        return self._facts[name]
+
+    def head(self, name: str) -> bytes:
+        """The member's first bytes, which tell its format."""
+        if name in self._scanned:
+            return self._scanned[name].head
+        if name in self._extracted:
+            with open(self._extracted[name], "rb") as stream:
+                return stream.read(HEAD)
+        with self.open(name) as stream:
+            return stream.read(HEAD)
+
+    def size(self, name: str) -> int:
+        """The member's size, as read to its end."""
+        scanned = self._scanned.get(name)
+        if scanned is not None and scanned.size is not None:
+            return scanned.size
+        return self.file(name).stat().st_size
+
+    def digest(self, name: str) -> tuple[int, str]:
+        """(size, sha256) of the member's bytes, from the scan when it hashed them."""
+        scanned = self._scanned.get(name)
+        if scanned is not None and scanned.sha256:
+            return scanned.size or 0, scanned.sha256
+        digest, size = hashlib.sha256(), 0
+        with self.open(name) as stream:
+            while chunk := stream.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        return size, digest.hexdigest()
+
+    def is_static(self, name: str) -> bool:
+        """A static library (an `ar` archive) of any object format."""
+        return self.head(name).startswith(AR_MAGIC)
 
     def readable(self, library: str, read: Callable[[], T], unread: T) -> T:
         """`read()`, or `unread` with the reason recorded when a tool cannot read the member
@@ -174,7 +269,13 @@ class ArchiveView:
         self.unreadable.setdefault(member, f"{member} ({size} bytes) cannot be read as a library: {text}")
 
     def is_binary(self, name: str) -> bool:
-        return object_format(self.file(name)) in BINARY_FORMATS
+        return self.format(name) in BINARY_FORMATS
+
+    def format(self, name: str) -> str:
+        """bundle.object_format of the member: by its first bytes, a static library's by its
+        members (from the scratch copy)."""
+        head = self.head(name)
+        return object_format(self.file(name)) if head.startswith(AR_MAGIC) else _format_of_bytes(head)
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -248,7 +349,7 @@ def _zip_view(path: Path) -> ArchiveView:
         else:
             entries.append(entry(info.filename, SPECIAL, mode=mode))
     return ArchiveView(path, entries, lambda name: open_member(handle, handle.getinfo(name)), keep=handle,
-                       concurrent=True)
+                       concurrent=True, declared={info.filename: info.file_size for info in handle.infolist()})
 
 
 def _tar_view(path: Path) -> ArchiveView:
@@ -263,7 +364,7 @@ def _tar_view(path: Path) -> ArchiveView:
             raise ArchiveError(f"{path.name}: {name} has no content")
         return stream
 
-    return ArchiveView(path, entries, open_member, keep=tar)
+    return ArchiveView(path, entries, open_member, keep=tar, declared={m.name: m.size for m in members})
 
 
 def _tar_kind(member: tarfile.TarInfo) -> str:
