@@ -213,8 +213,10 @@ class Graph:
                                 **self._environment(plan)})
             self.env.Clean(build, [str(dirs.build), str(dirs.install), str(dirs.venv), str(dirs.short)])
             previous = [build]
+        # The stage holds the SBOM, dated by SOURCE_DATE_EPOCH like the archive.
         stage_payload = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
-                         "fixups": plan.fixups, "sign": actions.signs_here(self.run, leg)}
+                         "fixups": plan.fixups, "sign": actions.signs_here(self.run, leg),
+                         "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")}
         if plan.fixups:
             stage_payload.update(self._environment(plan))
         stage = self._step([steps_dir / "stage.json"], previous, "stage", leg.id, leg.id,
@@ -253,7 +255,8 @@ class Graph:
                            f"{leg.aggregate} of {', '.join(leg.inputs)}",
                            partial(actions.merge, leg.id, input_archives),
                            {"aggregate": leg.aggregate, "inputs": leg.inputs,
-                            "sign": actions.signs_here(self.run, leg)})
+                            "sign": actions.signs_here(self.run, leg),
+                            "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")})
         self.env.Clean(merge, str(dirs.stage))
         self._finish(nodes, merge)
         return nodes
