@@ -87,7 +87,8 @@ def leg_document(plan: Plan, engine: Engine, fetched: Sequence[Mapping[str, Any]
     archive = _archive_package(plan, engine, license_texts)
     packages = [archive, _engine_package(engine)]
     relationships = [Relationship(archive.spdx_id, RelationshipType.CONTAINS, packages[1].spdx_id)]
-    for record in sorted(fetched, key=lambda r: str(r.get("name", ""))):
+    # An optional download left unpinned was not fetched: nothing of it is in the archive.
+    for record in sorted((r for r in fetched if not r.get("skipped")), key=lambda r: str(r.get("name", ""))):
         for package in _input_packages(engine, record):
             packages.append(package)
             relationships.append(Relationship(archive.spdx_id, RelationshipType.GENERATED_FROM, package.spdx_id))
