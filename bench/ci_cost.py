@@ -177,6 +177,17 @@ def store_entry(github: FakeGitHub, entry: dict[str, Any], signer: Signer, scrat
     job_store(github).put(entry["key"], entry_files(entry, signer, scratch / entry["id"]))
 
 
+def _sbom(archive: str) -> dict[str, Any]:
+    """A stand-in SBOM as a manifest carries it (the release uploads it beside the archive)."""
+    from backends import sbom
+
+    document = {"spdxVersion": "SPDX-2.3", "name": archive}
+    member = f"share/sbom/{archive.removesuffix('.zip')}.spdx.json"
+    data = sbom.serialize(document)
+    return {"sbom": {"path": member, "document": document},
+            "files": [{"path": member, "size": len(data), "mode": "0o644", "sha256": hashlib.sha256(data).hexdigest()}]}
+
+
 def entry_files(entry: dict[str, Any], signer: Signer, where: Path) -> list[Path]:
     where.mkdir(parents=True, exist_ok=True)
     archive = where / entry["archive"]
@@ -190,6 +201,7 @@ def entry_files(entry: dict[str, Any], signer: Signer, where: Path) -> list[Path
                         "config": entry["config"], "accelerator": [entry["accelerator"]] if entry["accelerator"] else [],
                         "requires": {}},
                 "durations": {"build": 60.0 * SIMULATED_BUILD_MINUTES[kind]}}
+    manifest.update(_sbom(archive.name))
     (where / f"{archive.name}.json").write_text(json.dumps(manifest))
     signature = signer.sign(entry["key"], archive)
     return [signature, where / f"{archive.name}.json", where / f"{archive.name}.sha256", archive]
@@ -232,8 +244,12 @@ def run_step(script: str, env: dict[str, str], cwd: Path, scratch: Path) -> subp
     shim = bin_dir / "scons"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m SCons "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-    (bin_dir / "python").unlink(missing_ok=True)
-    (bin_dir / "python").symlink_to(sys.executable)
+    # A script, not a symlink: a venv's interpreter reached through a link elsewhere loses the
+    # venv (its pyvenv.cfg is looked up beside the link), and with it the packages CI installs.
+    python = bin_dir / "python"
+    python.unlink(missing_ok=True)
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
     script_file = scratch / "step.sh"
     script_file.write_text(script)
     environ = {**os.environ, "PYTHONPATH": "site_scons", "HTTPS_PROXY": "http://127.0.0.1:9",

@@ -491,8 +491,7 @@ def archive(leg_id: str) -> StepResult:
     names = ["merge"] if nodes.plan.leg.aggregate else (["build"] if nodes.plan.build else []) + ["stage"]
     steps = {name: public(_read(steps_dir / f"{name}.json")) for name in names}
     tools = steps.get("build", {}).get("tools", {})  # what built it, not what is installed now
-    manifest = manifest_step.archive_manifest(nodes.plan, nodes.engine, target, dirs.stage, sources, steps, tools,
-                                              manifest_step.step_seconds(steps_dir, names))
+    manifest = manifest_step.archive_manifest(nodes.plan, nodes.engine, target, dirs.stage, sources, steps, tools)
     write_json(target.with_name(target.name + ".json"), manifest)
     return StepResult({"archive": target.name, "sha256": manifest["sha256"], "size": manifest["size"]})
 
@@ -614,16 +613,36 @@ def restore(leg_id: str, entry: Path, store: str, checked: bool) -> StepResult:
     return StepResult({"key": nodes.key.digest, "store": store, **verified})
 
 
+def _entry_files(nodes: LegNodes) -> list[Path]:
+    """What a binary cache entry holds: the published archive and .sha256, and its manifest
+    with the build's step times added (`durations`: CI's summary of saved minutes reads them).
+    dist/'s manifest has none: a time differs on every build, dist/'s bytes may not."""
+    assert nodes.published is not None
+    entry = nodes.dirs.leg / "archive" / "entry"
+    shutil.rmtree(entry, ignore_errors=True)
+    entry.mkdir(parents=True)
+    names = ["merge"] if nodes.plan.leg.aggregate else (["build"] if nodes.plan.build else []) + ["stage"]
+    manifest, sha256, archive = publish_step.published_files(nodes.published)
+    body = _read(manifest)
+    durations = manifest_step.step_seconds(nodes.dirs.steps, names)
+    if durations:
+        body["durations"] = durations
+    write_json(entry / manifest.name, body)
+    shutil.copyfile(sha256, entry / sha256.name)
+    hardlink_or_copy(archive, entry / archive.name)
+    return list(publish_step.published_files(entry / archive.name))
+
+
 def store(leg_id: str) -> StepResult:
     """Put the published archive and its sidecars into every binary cache under the leg's key.
     A cache that cannot take it is said so, never a failure of the leg."""
     run = _run()
     nodes = run.legs[leg_id]
     assert nodes.published is not None and nodes.key is not None
-    files = list(publish_step.published_files(nodes.published))
+    files = _entry_files(nodes)
     signer = run.settings.signer
     if signer is not None:  # the signature is made here, never in dist/
-        files.insert(0, signer.sign(nodes.key.digest, nodes.published, nodes.dirs.leg / "archive"))
+        files.insert(0, signer.sign(nodes.key.digest, files[-1]))
     stored, not_stored = [], []
     for cache in run.stores:
         try:

@@ -28,7 +28,17 @@ from backends.model.plan import Contract
 from backends.model.recipes import plan_leg
 from backends.steps.checks.paths import foreign_paths
 from backends.steps.verify import check
-from binaries import zip_members
+from binaries import license_texts
+from binaries import zip_members as _zip_members
+
+ENGINES = ("onnxruntime", "libtorch", "tflite", "litert", "executorch")
+
+
+def zip_members(path, members, symlinks={}):  # type: ignore[no-untyped-def]
+    """A package around the real binaries, with the license texts every contract requires
+    (each engine's: the contract checks its own)."""
+    texts = {name: data for engine in ENGINES for name, data in license_texts(engine).items()}
+    return _zip_members(path, {**texts, **members}, symlinks)
 
 pytestmark = [pytest.mark.e2e]
 
@@ -183,6 +193,8 @@ def test_libtorch_mps_build_passes_as_gpu_and_fails_as_cpu(tmp_path, e2e_cache):
         with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as out:
             for source, target in wanted.items():
                 out.writestr(target, handle.read(source))
+            for name, data in license_texts("libtorch").items():
+                out.writestr(name, data)
     assert check(archive, contract("libtorch-macos-arm64-gpu-shared"), "2.13.0") == []
     problems = check(archive, contract("libtorch-macos-arm64-shared"), "2.13.0")
     assert problems_naming(problems, "lib/libtorch_cpu.dylib defines _ZN2at3mps9MPSDevice11getInstanceEv")

@@ -1,15 +1,15 @@
 """The `<archive>.json` manifest: what went into an archive and what is in it.
 
-It also records how long the leg's own build took (`durations`: seconds per step), so a
-binary cache hit can say what it saved: CI's plan job estimates the runner minutes a hit
-spares from it (backends/ci_cache.py).
+How long the leg's own build took (`durations`: seconds per step) goes only into the copy a
+binary cache entry holds (actions.store), never into dist/'s manifest, whose bytes a clean
+build must reproduce: a hit then says what it saved, and CI's plan job estimates the runner
+minutes it spares (backends/ci_cache.py).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .. import sbom
 from ..model.engine import Engine
 from ..model.plan import Plan
 from .files import atomic_write_text, list_tree, sha256_file
@@ -31,7 +31,9 @@ def leg_record(plan: Plan) -> dict[str, object]:
 
 def archive_manifest(plan: Plan, engine: Engine, archive: Path, stage: Path,
                      sources: list[Mapping[str, object]], steps: Mapping[str, object],
-                     tools: Mapping[str, str], durations: Mapping[str, float] | None = None) -> dict[str, object]:
+                     tools: Mapping[str, str]) -> dict[str, object]:
+    from .. import sbom  # spdx-tools loads in ~0.3 s: only a step that writes a manifest pays for it
+
     files = [
         {"path": e.path, "size": e.size, "mode": oct(e.mode), **({"sha256": e.sha256} if e.sha256 else {}),
          **({"link": e.target} if e.target else {})}
@@ -49,7 +51,6 @@ def archive_manifest(plan: Plan, engine: Engine, archive: Path, stage: Path,
         "patches": [{"name": p.name, "file": p.file, "reason": p.reason, "upstream": p.upstream, "until": p.until}
                     for p in plan.patches],
         "steps": dict(steps),
-        **({"durations": dict(durations)} if durations else {}),
         "tools": dict(tools),
         "licenses": [engine.license],
         **({"sbom": document} if (document := sbom.read(stage, plan)) else {}),  # the archive's SBOM (sbom.py)
