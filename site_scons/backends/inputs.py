@@ -198,4 +198,4 @@ def report(plans: Sequence[Plan], matrix: Matrix, origins: Mapping[str, str] | N
     missing = unpinned(found)
     differing = overrides(found, plans, origins or {})
     said = ([unpinned_message(missing)] if missing else []) + ([override_message(differing)] if differing else [])
-    return format_table(rows(found, differing)), "\n".join(said)
+    return format_table(rows(found, differing), fit=False), "\n".join(said)

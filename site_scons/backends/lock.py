@@ -179,7 +179,7 @@ def _failure_text(failures: Sequence[Failure], conflicted: set[str], recorded: S
 
 def _summary(recorded: Sequence[Outcome], changes: dict[str, Changes], written: int, bump: Bump | None,
              matrix: Matrix) -> str:
-    lines = [format_table([o.row() for o in recorded])]
+    lines = [format_table([o.row() for o in recorded], fit=False)]
     if bump:
         lines.append(f"{bump.engine}: version {matrix.engines[bump.engine].version} -> {bump.version}")
     for engine, edit in changes.items():

@@ -84,6 +84,7 @@ def test_lock_follows_the_podspec_to_the_tarball_it_names(tmp_path: Path) -> Non
     tarball_url = "https://dl.google.com/tflite-release/ios/prod/TensorFlowLiteC-2.17.0.tar.gz"
     (mirror / podspec.key).write_text(json.dumps({"name": "TensorFlowLiteC", "source": {"http": tarball_url}}))
     (mirror / "TensorFlowLiteC-2.17.0.tar.gz").write_bytes(b"stand-in tarball")
+    (mirror / "tflite-2.17.0-LICENSE").write_text("stand-in license text\n")  # the texts Google's build lacks
     ios = ("engine=tflite", "platform=ios")
     offline = (f"mirror={mirror}", "offline=1")
     locked = scons(project, "lock", *ios, *offline)
@@ -91,7 +92,8 @@ def test_lock_follows_the_podspec_to_the_tarball_it_names(tmp_path: Path) -> Non
     data = tomllib.loads((project / "engines/tflite/engine.toml").read_text())
     assert data["nested"] == {podspec.key: tarball_url}
     assert data["sha256"] == {podspec.key: fixtures.sha256_of(mirror / podspec.key),
-                              "TensorFlowLiteC-2.17.0.tar.gz": fixtures.sha256_of(mirror / "TensorFlowLiteC-2.17.0.tar.gz")}
+                              "TensorFlowLiteC-2.17.0.tar.gz": fixtures.sha256_of(mirror / "TensorFlowLiteC-2.17.0.tar.gz"),
+                              "tflite-2.17.0-LICENSE": fixtures.sha256_of(mirror / "tflite-2.17.0-LICENSE")}
     pins = scons(project, "pins", *ios)
     assert pins.returncode == 0 and tarball_url in pins.stdout
 

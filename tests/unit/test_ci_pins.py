@@ -142,7 +142,7 @@ def test_a_release_with_unpinned_inputs_fails_before_any_build(tree: Path, tmp_p
     [error] = _commands(done.stdout)
     assert error.startswith("::error title=unpinned inputs::a release builds pinned inputs only")
     assert "selected legs not run: unpinned inputs" in summary
-    release = _step(_workflow("ci.yml")["jobs"]["release"]["steps"], "draft, upload")[1]
+    release = _step(_workflow("ci.yml")["jobs"]["release"]["steps"], "draft and upload")[1]
     (tmp_path / "dist").mkdir()
     with serve() as github:
         step = _run_step(release["run"], {"MATRIX": outputs.get("matrix", ""), "GITHUB_TOKEN": TOKEN,

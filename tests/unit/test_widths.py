@@ -1,5 +1,6 @@
-"""What list, pins and plan=1 print fits 120 columns: long values shortened in tables
-(verbose=1 shows them whole), long plan lines wrapped (a URL keeps a line of its own)."""
+"""What list and plan=1 print fits 120 columns: long values shortened in the list (verbose=1
+shows them whole), long plan lines wrapped (a URL keeps a line of its own). The pins and lock
+tables stay whole: a pin or an "origin differs" note is what a reader compares."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,6 @@ import pytest
 from backends.explain import explain
 from backends.frontend import resolve
 from backends.host import Host
-from backends.inputs import report
 from backends.model.matrix import load_matrix
 from backends.textfit import WIDTH, fit_table, shorten, wrap
 
@@ -35,11 +35,6 @@ def test_list_fits_and_verbose_shows_archives_whole(matrix):
     assert _widest(_text(matrix, "list")) <= WIDTH
     full = _text(matrix, "list", verbose="1")
     assert all(plan.archive in full for plan in resolve({}, ["list"], matrix, ROOT, LINUX, {}).plans)
-
-
-def test_pins_fits(matrix):
-    table, _ = report(resolve({}, ["pins"], matrix, ROOT, LINUX, {}).plans, matrix)
-    assert _widest(table) <= WIDTH
 
 
 def test_plan_lines_fit_but_for_whole_urls(matrix):
