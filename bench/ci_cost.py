@@ -51,6 +51,7 @@ sys.path.insert(0, str(REPO / "site_scons"))
 import yaml  # noqa: E402
 
 from backends import github as github_api  # noqa: E402
+from binaries import stand_in_sbom  # noqa: E402
 from backends.binary_cache import GitHubReleaseStore, store_for  # noqa: E402
 from backends.cache_trust import Signer, keygen, load_signer  # noqa: E402
 from backends.ci_cache import runner_os  # noqa: E402
@@ -177,17 +178,6 @@ def store_entry(github: FakeGitHub, entry: dict[str, Any], signer: Signer, scrat
     job_store(github).put(entry["key"], entry_files(entry, signer, scratch / entry["id"]))
 
 
-def _sbom(archive: str) -> dict[str, Any]:
-    """A stand-in SBOM as a manifest carries it (the release uploads it beside the archive)."""
-    from backends import sbom
-
-    document = {"spdxVersion": "SPDX-2.3", "name": archive}
-    member = f"share/sbom/{archive.removesuffix('.zip')}.spdx.json"
-    data = sbom.serialize(document)
-    return {"sbom": {"path": member, "document": document},
-            "files": [{"path": member, "size": len(data), "mode": "0o644", "sha256": hashlib.sha256(data).hexdigest()}]}
-
-
 def entry_files(entry: dict[str, Any], signer: Signer, where: Path) -> list[Path]:
     where.mkdir(parents=True, exist_ok=True)
     archive = where / entry["archive"]
@@ -201,7 +191,7 @@ def entry_files(entry: dict[str, Any], signer: Signer, where: Path) -> list[Path
                         "config": entry["config"], "accelerator": [entry["accelerator"]] if entry["accelerator"] else [],
                         "requires": {}},
                 "durations": {"build": 60.0 * SIMULATED_BUILD_MINUTES[kind]}}
-    manifest.update(_sbom(archive.name))
+    manifest.update(stand_in_sbom(archive.name))
     (where / f"{archive.name}.json").write_text(json.dumps(manifest))
     signature = signer.sign(entry["key"], archive)
     return [signature, where / f"{archive.name}.json", where / f"{archive.name}.sha256", archive]

@@ -1,13 +1,16 @@
 """A scratch copy of the project (symlinked code and data, private build/ and dist/) and
-`scons` run in it: shared by the end-to-end tests and the benchmarks."""
+`scons` run in it: shared by the end-to-end tests and the benchmarks; and a benchmark
+loaded as a module, for the tests that drive its simulation."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,3 +63,13 @@ def scratch_project(root: Path, copied: tuple[str, ...] = ()) -> Path:
         shutil.copytree(REPO / name, root / name, symlinks=True) if (REPO / name).is_dir() \
             else shutil.copy2(REPO / name, root / name)
     return root
+
+
+def bench_module(name: str) -> Any:
+    """`bench/<name>.py` as a module (benches are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", REPO / "bench" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

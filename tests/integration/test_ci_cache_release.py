@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import fixtures
 from fixtures import FIXBIN_LEG_IDS, LegRow, fixbin_archive, scons
 from fake_github import REPO, TOKEN, FakeGitHub, serve
+from scratch import bench_module
 
 ROOT = Path(__file__).resolve().parents[2]
 yaml = pytest.importorskip("yaml", reason="PyYAML reads the workflows")
@@ -30,16 +28,7 @@ HIT = FIXBIN_LEG_IDS[0]
 MISSES = ("fixsrc-linux-x86_64-static", "fixsrc-linux-x86_64-gpu-shared")  # the patch needs its coreml leg
 
 
-def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("ci_cost_bench", ROOT / "bench" / "ci_cost.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
+bench = bench_module("ci_cost")
 
 
 def _release_step(starts: str) -> str:

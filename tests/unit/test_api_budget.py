@@ -15,21 +15,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-
-from backends import sbom
-
-
-def _sbom(archive: str) -> dict[str, Any]:
-    document = {"spdxVersion": "SPDX-2.3", "name": archive}
-    member = f"share/sbom/{archive.removesuffix('.zip')}.spdx.json"
-    data = sbom.serialize(document)
-    return {"sbom": {"path": member, "document": document},
-            "files": [{"path": member, "size": len(data), "mode": "0o644", "sha256": hashlib.sha256(data).hexdigest()}]}
 import yaml
 
 from backends import github as github_api
 from backends import release
 from backends.binary_cache import ENTRY_SUFFIX, GitHubReleaseStore, store_for
+from binaries import stand_in_sbom
 from fake_github import HOURLY_LIMIT, REPO, TOKEN, FakeGitHub, serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +67,7 @@ def _entry_files(where: Path, entry: dict[str, Any], key: str) -> list[Path]:
                 "engine": {"name": entry["engine"], "libname": entry["engine"], "version": "1.0", "license": "MIT"},
                 "leg": {"id": entry["id"], "platform": entry["platform"], "kind": entry["kind"],
                         "config": entry["config"], "accelerator": entry["accelerator"], "requires": {}}}
-    manifest.update(_sbom(archive.name))  # the release uploads each archive's SBOM beside it
+    manifest.update(stand_in_sbom(archive.name))  # the release uploads each archive's SBOM beside it
     (where / f"{archive.name}.json").write_text(json.dumps(manifest))
     (where / f"{archive.name}.sig").write_text("{}")
     return [where / f"{archive.name}.sig", where / f"{archive.name}.json", where / f"{archive.name}.sha256",

@@ -6,7 +6,6 @@ Pull requests only read; an entry a restore would refuse is a miss; the manifest
 build, and the store's label carries it to the plan job's summary."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -22,6 +21,7 @@ from backends.binary_cache import GitHubReleaseStore, Listed, entry_label
 from backends.cache_trust import Trust, key_id, keygen, load_signer
 from backends.steps import manifest as manifest_step
 from fake_github import REPO, TOKEN, FakeGitHub, serve
+from scratch import bench_module
 
 ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("yaml", reason="PyYAML reads the workflow's plan step")
@@ -29,16 +29,7 @@ LINE = re.compile(r"ci-cost (no-change|one-patch|one-engine): jobs macos=(\d+) w
                   r"api_requests=(\d+)")
 
 
-def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("ci_cost_bench", ROOT / "bench" / "ci_cost.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
+bench = bench_module("ci_cost")
 
 
 @pytest.fixture(autouse=True, scope="module")
