@@ -8,7 +8,8 @@ that runs now, so what differs is what the change to the data does. A leg whose 
 reruns from the first step they feed; an aggregate also when one of its input legs does.
 
 This works without pins: a pin present on one side only (recorded since <ref>, or dropped) is
-left out of both sides, since recording a pin changes no byte. What stays unseen is a file
+left out of both sides, since recording a pin changes no byte; except an optional download's,
+whose pin decides whether the build fetches it (unpinned, its file is absent from the archive). What stays unseen is a file
 that changed behind the same URL while it is unpinned; the report names the legs with an
 unpinned input, and `scons pins` lists the inputs.
 """
@@ -156,6 +157,11 @@ def _unpinned(download: Download) -> bool:
     return not (download.commit if download.kind == "git" else download.sha256)
 
 
+def _unknown(download: Download) -> bool:
+    """Unpinned, so its bytes cannot be compared: an optional download unpinned is known absent."""
+    return _unpinned(download) and not download.optional
+
+
 def _aligned(plan: Plan, other: Plan | None) -> Plan:
     """`plan` with the pin of every download blanked that is unpinned on either side (or that
     the other side lacks): a pin recorded since <ref> is no change to the bytes."""
@@ -163,6 +169,8 @@ def _aligned(plan: Plan, other: Plan | None) -> Plan:
 
     def align(download: Download) -> Download:
         counterpart = theirs.get(download.name)
+        if counterpart is not None and download.optional and counterpart.optional:
+            return download  # its pin decides whether the archive holds its file: a change either way
         if counterpart is None or _unpinned(download) or _unpinned(counterpart):
             return replace(download, sha256="", commit="")
         return download
@@ -178,7 +186,7 @@ def leg_parts(plan: Plan, other: Plan | None, current: Side, fmt: str, version: 
 
 
 def _has_unpinned(plan: Plan, other: Plan | None) -> bool:
-    return any(_unpinned(d) for d in plan.downloads) or any(_unpinned(d) for d in (other.downloads if other else ()))
+    return any(_unknown(d) for d in plan.downloads) or any(_unknown(d) for d in (other.downloads if other else ()))
 
 
 def compare(now: Side, then: Side, leg_ids: Sequence[str], *, fmt: str = "zip",

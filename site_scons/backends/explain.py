@@ -156,7 +156,7 @@ def explain(invocation: Invocation, matrix: Matrix, root: Path, host: Host) -> s
     if invocation.mode not in ("list", "ci-matrix", "key"):
         return None
     keys = leg_keys(list(plans), matrix, root, version=settings.version, fmt=settings.format,
-                    origins=settings.origins)
+                    origins=settings.origins, lock=settings.lock)
     if invocation.mode == "list":  # verbose=1: with each archive's name, nothing shortened
         table = list_rows(plans, host, keys, archive=settings.verbose)
         return format_table(table, fit=not settings.verbose)

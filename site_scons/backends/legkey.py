@@ -7,6 +7,8 @@ for a leg's archive before its graph is declared. It covers, each as a named par
 - `inputs`    every download with its pin (sha256 or git commit), or the sha256 of the file
               an `origin=` stands in with; a git source's selected submodule paths with it
               (their commits are the gitlinks of the pinned commit's tree: the pin implies them);
+              an optional download that is neither pinned nor given is "absent" (the build
+              skips it, so the archive lacks its file: its pin, once recorded, changes the key);
 - `patches`   the content of every patch the leg applies;
 - `plan`      the plan: commands, flags, environment additions, copy rules, bundle, fixups,
               contract (its notes and warnings aside: they change no byte);
@@ -16,8 +18,9 @@ for a leg's archive before its graph is declared. It covers, each as a named par
 - `format`    the archive format;
 - `legs`      for an aggregate, the keys of its inputs.
 
-A leg with an unpinned input has no key (`uncacheable` says which input): its bytes could
-change under the same name. Nothing outside these parts (the README, another engine's recipe,
+A leg with an unpinned input it fetches has no key (`uncacheable` says which input): its bytes
+could change under the same name. With `lock=1` an unpinned optional download is fetched, so
+it counts as unpinned too. Nothing outside these parts (the README, another engine's recipe,
 another leg's row) changes a key.
 """
 from __future__ import annotations
@@ -56,8 +59,10 @@ class LegKey:
         return "\n".join([head, *(f"  {name:<8} {value}" for name, value in self.parts.items())])
 
 
-def _input(download: Download, origin: str, hash_file: Callable[[Path], str]) -> tuple[str, str]:
+def _input(download: Download, origin: str, hash_file: Callable[[Path], str], lock: bool) -> tuple[str, str]:
     """(what pins the download, "" or why it is unpinned)."""
+    if download.optional and not download.sha256 and not origin and not lock:
+        return f"{download.name} absent (optional, not pinned: not fetched)", ""
     if origin:
         path = Path(origin)
         if path.is_file():
@@ -89,14 +94,15 @@ def _files_digest(paths: list[Path], root: Path, hash_file: Callable[[Path], str
 
 def leg_key(plan: Plan, engine: Engine, root: Path, *, fmt: str = "zip", origins: Mapping[str, str] | None = None,
             input_keys: Mapping[str, LegKey] | None = None,
-            hash_file: Callable[[Path], str] = sha256_file) -> LegKey:
+            hash_file: Callable[[Path], str] = sha256_file, lock: bool = False) -> LegKey:
     """The key of `plan`'s leg; `origins` as the command line gives them (`""` for the main
-    download), `input_keys` the keys of an aggregate's input legs."""
+    download), `input_keys` the keys of an aggregate's input legs, `lock` whether the build
+    fetches unpinned downloads (lock=1)."""
     leg = plan.leg
     origins = origins or {}
     pins, unpinned = [], []
     for download in plan.downloads:
-        pin, why = _input(download, origin_for(origins, plan, download), hash_file)
+        pin, why = _input(download, origin_for(origins, plan, download), hash_file, lock)
         pins.append(pin)
         if why:
             unpinned.append(why)
@@ -123,7 +129,7 @@ def leg_key(plan: Plan, engine: Engine, root: Path, *, fmt: str = "zip", origins
 
 def leg_keys(plans: list[Plan], matrix: Matrix, root: Path, *, version: str = "", fmt: str = "zip",
              origins: Mapping[str, str] | None = None,
-             hash_file: Callable[[Path], str] = sha256_file) -> dict[str, LegKey]:
+             hash_file: Callable[[Path], str] = sha256_file, lock: bool = False) -> dict[str, LegKey]:
     """Keys of `plans`, and of the aggregates' inputs they need (planned here)."""
     keys: dict[str, LegKey] = {}
     plans_by_id = {plan.leg.id: plan for plan in plans}
@@ -137,7 +143,7 @@ def leg_keys(plans: list[Plan], matrix: Matrix, root: Path, *, version: str = ""
             plan = plans_by_id.get(leg_id) or plan_leg(leg, engine_of(leg), matrix)
             inputs = {i: key_of(i) for i in leg.inputs}
             keys[leg_id] = leg_key(plan, engine_of(leg), root, fmt=fmt, origins=origins if leg_id in plans_by_id
-                                   else None, input_keys=inputs, hash_file=hash_file)
+                                   else None, input_keys=inputs, hash_file=hash_file, lock=lock)
         return keys[leg_id]
 
     return {plan.leg.id: key_of(plan.leg.id) for plan in plans}

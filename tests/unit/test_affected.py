@@ -1,6 +1,7 @@
 """`scons affected since=<ref>`: the legs whose key parts differ between a commit's data and the
 working tree, pinned or not. A fixture project in a git repository is edited after its commit:
-each kind of edit names exactly the legs it rebuilds, and recording a pin rebuilds nothing."""
+each kind of edit names exactly the legs it rebuilds, and recording a pin rebuilds nothing (but an
+optional download's, which the build then fetches)."""
 from __future__ import annotations
 
 import subprocess
@@ -14,6 +15,7 @@ from backends.affected import AffectedError
 from backends.frontend import resolve
 from backends.host import Host
 from backends.model.matrix import load_matrix
+from backends.model.recipes import plan_all
 from backends.model.selection import SelectionError
 from scratch import scratch_project
 
@@ -144,3 +146,22 @@ def test_an_aggregate_rebuilds_with_its_input_legs(tmp_path: Path) -> None:
     assert [(c.leg, c.parts, sorted(c.inputs_changed)) for c in changes] == [
         (universal, (), ["onnxruntime-macos-arm64-gpu-static", "onnxruntime-macos-x86_64-gpu-static"])]
     assert changes[0].why == "2 input legs"
+
+
+def test_recording_an_optional_pin_rebuilds_the_legs_that_now_fetch_it(tmp_path: Path) -> None:
+    """An optional download unpinned is skipped (its file is absent from the archive): its pin,
+    recorded since the ref, is a change to the archive of every leg that now fetches it."""
+    root = scratch_project(tmp_path / "real", copied=("engines", "variants", "smoke"))
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "data")
+    matrix = load_matrix(root)
+    plans = [plan for plan in plan_all(matrix) if plan.leg.engine == "libtorch"]
+    optional = {d.filename for plan in plans for d in plan.downloads if d.optional}
+    text = sorted(optional)[0]
+    fetching = tuple(plan.leg.id for plan in plans if any(d.filename == text for d in plan.downloads))
+    toml = root / "engines/libtorch/engine.toml"
+    edit(toml, "[sha256]\n", f'[sha256]\n"{text}" = "{PIN}"\n')
+    result = affected.affected(root, "HEAD", tuple(plan.leg.id for plan in plans))
+    assert fetching and {change.leg: "inputs" in change.parts for change in result.changes} == \
+        dict.fromkeys(fetching, True)

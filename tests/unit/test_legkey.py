@@ -145,3 +145,45 @@ def test_the_submodules_a_leg_checks_out_are_in_its_key(project: Path) -> None:
     _edit(engine_toml, 'paths = ["third-party/json", ', 'paths = ["third-party/json", "third-party/pybind11", ')
     after = keys(project)[leg]
     assert after.parts["inputs"] != before.parts["inputs"] and after.digest != before.digest
+
+
+QUICK_START = "libtorch-linux-x86_64-shared"  # its license texts are optional downloads
+
+
+def _optional(plan) -> list:
+    return [download for download in plan.downloads if download.optional]
+
+
+def test_an_optional_input_not_fetched_is_absent_from_the_key_and_its_pin_changes_it(project: Path) -> None:
+    """An unpinned optional download is skipped by the build (the archive lacks its file), so
+    it is part of the key as absent; recording its pin makes the build fetch it, so the key
+    moves; with lock=1 the build fetches it unpinned, so the leg has no key."""
+    matrix = load_matrix(project)
+    plan = next(p for p in plan_all(matrix) if p.leg.id == QUICK_START)
+    texts = _optional(plan)
+    assert texts and all(not d.sha256 for d in texts)
+    engine_toml = project / "engines/libtorch/engine.toml"
+    record_pin(engine_toml, plan.downloads[0].filename, PIN)
+    before = keys(project)[QUICK_START]
+    assert before.digest, before.uncacheable
+    locked = leg_keys([p for p in plan_all(load_matrix(project)) if p.leg.id == QUICK_START], load_matrix(project),
+                      project, lock=True)[QUICK_START]
+    assert locked.digest == "" and texts[0].filename in locked.uncacheable
+    record_pin(engine_toml, texts[0].filename, "3" * 64)
+    after = keys(project)[QUICK_START]
+    assert after.digest and after.digest != before.digest
+    assert after.parts["inputs"] != before.parts["inputs"]
+
+
+def test_the_quick_start_leg_has_a_key_with_the_wheel_as_its_only_origin(project: Path, tmp_path: Path) -> None:
+    """What tools/quickstart.sh passes (version= and the wheel as origin=) is enough for a key."""
+    matrix = load_matrix(project)
+    leg = matrix.leg(QUICK_START)
+    plan = recipes.plan_leg(leg, recipes.leg_engine(matrix, leg, "2.13.0"), matrix)
+    wheel = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(b"wheel")
+    key = legkey.leg_key(plan, recipes.leg_engine(matrix, leg, "2.13.0"), project, origins={"": str(wheel)})
+    assert key.digest, key.uncacheable
+    wheel.write_bytes(b"another wheel")
+    assert legkey.leg_key(plan, recipes.leg_engine(matrix, leg, "2.13.0"), project,
+                          origins={"": str(wheel)}).digest != key.digest
