@@ -232,17 +232,23 @@ def cmake_export_sets(work: Path, sets: Mapping[str, Iterable[str]], export: str
 def evidence_members(work: Path, platform: str, evidence: Iterable, *, files: bool = True) -> dict[str, bytes]:
     """Members of a package of `platform` that show `evidence` (plan.Evidence items) in
     binaries of the platform's format: a file per glob (unless `files` is False), a
-    library per accelerator defining its symbols and loading its links, and a
-    CMake-generated export set with its targets. iOS libraries go into an xcframework's
-    device and simulator slices."""
+    library per accelerator defining its symbols, loading its links and named (SONAME,
+    install name, DLL name) by its first `libraries` glob, a library named by each further
+    one, and a CMake-generated export set with its targets. iOS libraries go into an
+    xcframework's device and simulator slices."""
     members: dict[str, bytes] = {}
     targets: list[str] = []
     for item in evidence:
         if files:
             members.update({_materialize(glob): b"evidence\n" for glob in item.files})
         symbols = [_materialize(s) for s in item.symbols]
-        if symbols or item.links:
-            members.update(_evidence_library(work / item.accelerator, platform, item.accelerator, symbols, item.links))
+        named = [_materialize(glob) for glob in item.libraries]
+        if symbols or item.links or named:
+            members.update(_evidence_library(work / item.accelerator, platform, item.accelerator, symbols, item.links,
+                                             *named[:1]))
+        for index, identity in enumerate(named[1:]):
+            label = f"{item.accelerator}_{index}"
+            members.update(_evidence_library(work / label, platform, label, [], (), identity))
         targets += item.targets
     if targets:
         (export,) = cmake_export_sets(work / "cmake", {"evidence": targets}).values()
@@ -254,7 +260,9 @@ def _materialize(glob: str) -> str:
     return glob.replace("**/", "include/").replace("**", "x").replace("*", "x")
 
 
-def _evidence_library(work: Path, platform: str, name: str, symbols: list[str], links: Iterable[str]) -> dict[str, bytes]:
+def _evidence_library(work: Path, platform: str, name: str, symbols: list[str], links: Iterable[str],
+                      identity: str = "") -> dict[str, bytes]:
+    """One library of the evidence; `identity`, when given, is its SONAME, install name or DLL name."""
     work.mkdir(parents=True, exist_ok=True)
     os_name, _, arch = platform.partition("-")
     if os_name == "ios":
@@ -262,27 +270,31 @@ def _evidence_library(work: Path, platform: str, name: str, symbols: list[str], 
                   for ident, (target, _, _) in IOS_SLICES.items()}
         return xcframework_members(f"Evidence{name}", f"libevidence_{name}.a", slices)
     if os_name == "macos":
-        return {f"lib/libevidence_{name}.dylib": _macos_dylib(work, arch, symbols, links).read_bytes()}
+        return {f"lib/libevidence_{name}.dylib": _macos_dylib(work, arch, symbols, links, identity).read_bytes()}
     if os_name == "windows":
         imports = {link if link.lower().endswith(".dll") else f"{link}64_13.dll": "imported" for link in links}
-        return {f"lib/evidence_{name}.dll": pe_dll(work / "evidence.dll", symbols, imports=imports, arch=arch).read_bytes()}
+        exports = symbols or ([f"evidence_{name}_entry"] if identity else [])  # a DLL name needs an export table
+        dll = pe_dll(work / (identity or "evidence.dll"), exports, imports=imports, arch=arch)
+        return {f"lib/evidence_{name}.dll": dll.read_bytes()}
     needed = [elf_shared(work / f"lib{link}.so.1", (f"{link}_stub",), soname=f"lib{link}.so.1", arch=ELF_ARCH[arch])
               for link in links]
-    return {f"lib/libevidence_{name}.so": elf_shared(work / "lib.so", symbols, needed=needed, arch=ELF_ARCH[arch]).read_bytes()}
+    library = elf_shared(work / "lib.so", symbols, needed=needed, arch=ELF_ARCH[arch], soname=identity)
+    return {f"lib/libevidence_{name}.so": library.read_bytes()}
 
 
 ELF_ARCH = {"x86_64": "x86_64", "aarch64": "aarch64", "arm64-v8a": "aarch64"}
 UNIVERSAL_SLICES = ("x86_64", "arm64")
 
 
-def _macos_dylib(work: Path, arch: str, symbols: list[str], links: Iterable[str]) -> Path:
+def _macos_dylib(work: Path, arch: str, symbols: list[str], links: Iterable[str], identity: str = "") -> Path:
     """One dylib for `arch`; for `universal`, one per slice, fused by lipo (each slice shows it all)."""
     slices = []
     for slice_arch in UNIVERSAL_SLICES if arch == "universal" else (arch,):
         where = work / slice_arch
         where.mkdir(parents=True, exist_ok=True)
         stubs = [framework_stub(where, link.removesuffix(".framework"), slice_arch) for link in links]
-        slices.append(macho_dylib(where / "lib.dylib", symbols, arch=slice_arch, links=stubs))
+        slices.append(macho_dylib(where / "lib.dylib", symbols, arch=slice_arch, links=stubs,
+                                  install_name=f"@rpath/{identity}" if identity else ""))
     if len(slices) == 1:
         return slices[0]
     _run(_tool("llvm-lipo"), "-create", *slices, "-output", work / "lib.dylib")

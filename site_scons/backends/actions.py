@@ -50,6 +50,7 @@ from .steps import stage as stage_step
 from .steps import submodule_check
 from .steps import upstream as upstream_step
 from .steps import verify as verify_step
+from .steps.checks import origin as origin_check
 from .steps.checks.described import tree_problems
 from .steps.context import LegDirs
 from .steps.extract import extract
@@ -319,13 +320,21 @@ def fetched_file(fetch_manifest: Path) -> Path:
     return path
 
 
-def extract_download(download: Download, fetch_manifest: Path, dest: Path) -> StepResult:
+def extract_download(download: Download, fetch_manifest: Path, dest: Path,
+                     fits: origin_check.Expectation | None = None, label: str = "") -> StepResult:
+    """The download's tree; an origin (`fits`: what the leg takes it for) is refused here,
+    before anything is staged, when its binaries contradict the leg."""
     archive = fetched_file(fetch_manifest)
     tree = dest / "tree"
     entries = extract(archive, tree)
     root = next((tree / r for r in download.roots if (tree / r).is_dir()), tree)
     if download.roots and root == tree:
         raise StepFailure(f"{archive.name} has none of the top-level directories {', '.join(download.roots)}")
+    if fits is not None:
+        refused = origin_check.judge_tree(fits, tree, root, _run().matrix, label or archive.name, entries)
+        if refused:
+            shutil.rmtree(dest)  # no later run may take it: the step leaves no record
+            raise StepFailure(refused)
     # The bytes' identity makes this manifest change whenever they do, so every later step reruns.
     return StepResult({"archive": archive.name, "sha256": _read(fetch_manifest)["sha256"], "root": str(root),
                        "entries": len(entries)}, trees=(tree,))

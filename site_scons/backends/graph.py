@@ -37,6 +37,7 @@ from .steps import STEP_VERSION
 from .steps import publish as publish_step
 from .steps import source as source_step
 from .steps import upstream as upstream_step
+from .steps.checks import origin as origin_check
 from .steps.context import LegDirs
 from .toolchain import identity
 
@@ -139,14 +140,18 @@ class Graph:
         return node, target
 
     def extract(self, plan: Plan, download: Download, fetch_node: Any, fetch_manifest: Path) -> tuple[Any, Path]:
-        target = self.build_root / "extract" / f"{fetch_manifest.stem}.json"
+        origin = self._origin(plan, download)
+        # An origin is judged against the leg that takes it: legs that judge it alike share its tree.
+        fits = origin_check.expectation(plan, download, self._engine(plan.leg).root.parent) if origin else None
+        name = f"{fetch_manifest.stem}-{short_hash(fits)}" if fits else fetch_manifest.stem
+        target = self.build_root / "extract" / f"{name}.json"
         if target in self._shared:
             return self._reuse(target, plan.leg), target
-        origin = self._origin(plan, download)
-        node = self._step([target], [fetch_node], "extract", plan.leg.id,
-                          origin_filename(origin) if origin else download.filename,
-                          partial(actions.extract_download, download, fetch_manifest, target.with_suffix("")),
-                          {"roots": download.roots})
+        label = origin_filename(origin) if origin else download.filename
+        node = self._step([target], [fetch_node], "extract", plan.leg.id, label,
+                          partial(actions.extract_download, download, fetch_manifest, target.with_suffix(""),
+                                  fits, label),
+                          {"roots": download.roots, **({"fits": fits} if fits else {})})
         self.env.Clean(node, str(target.with_suffix("")))
         self._shared[target] = node
         return node, target

@@ -177,6 +177,7 @@ def _pip_download(
     pattern: str,
     platform: str | None = None,
     extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Path:
     """``pip download --no-deps`` one wheel into ``dest``; return the file matching ``pattern``."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -189,7 +190,7 @@ def _pip_download(
         cmd += ["--platform", platform, "--python-version", PYTHON_TAG,
                 "--implementation", "cp"]
     cmd += extra or []
-    _run(cmd, f"pip download {requirement}")
+    _run(cmd, f"pip download {requirement}", env=env)
     found = sorted(dest.glob(pattern))
     if len(found) != 1:
         names = ", ".join(p.name for p in sorted(dest.iterdir())) or "nothing"
@@ -216,6 +217,25 @@ def torch_cpu_wheel(cache: Path | str | None = None) -> Path:
     """
     dest = _cache(cache) / "wheels"
     return _pip_download(f"torch=={TORCH_CPU_VERSION}", dest, "torch-2.13.0+cpu-*.whl")
+
+
+# Where pip's configuration (or the environment) may name a local CPU wheel or another index.
+_PIP_SOURCES = ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONSTRAINT", "PIP_NO_INDEX")
+
+
+def pypi_only_environment() -> dict[str, str]:
+    """The environment of a pip that reaches PyPI alone: no configuration file, no source the
+    environment names (a plain machine's pip, as `PIP_CONFIG_FILE=/dev/null` gives it)."""
+    kept = {name: value for name, value in os.environ.items() if name not in _PIP_SOURCES}
+    return {**kept, "PIP_CONFIG_FILE": os.devnull}
+
+
+def torch_cuda_wheel(cache: Path | str | None = None) -> Path:
+    """PyPI's own torch 2.13.0 Linux x86_64 wheel, a CUDA 13 build (~526 MB), from PyPI alone:
+    what a plain machine's ``pip download torch==2.13.0`` gets."""
+    version = TORCH_CPU_VERSION.split("+")[0]
+    return _pip_download(f"torch=={version}", _cache(cache) / "wheels", f"torch-{version}-cp311-*_x86_64.whl",
+                         LINUX_X64_PLATFORM, env=pypi_only_environment())
 
 
 # --------------------------------------------------------------------------- executorch

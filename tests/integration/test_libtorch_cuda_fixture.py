@@ -27,6 +27,8 @@ LIBRARIES = ["libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libc10.so", 
              "libcaffe2_nvrtc.so", "libgomp-a34b3233.so.1"]
 FILES = ["share/cmake/Torch/TorchConfig.cmake", "include/torch/csrc/api/include/torch/torch.h", "include/ATen/ATen.h"]
 KEPT = [f"lib/{name}" for name in LIBRARIES] + FILES
+CPU_LIBRARIES = [name for name in LIBRARIES if "cuda" not in name and "nvrtc" not in name]
+CPU_LEG = "libtorch-linux-x86_64-shared"
 NVIDIA = ["libcudnn.so.9", "libcudnn_ops.so.9", "libcublas.so.13", "libcublasLt.so.13", "libcudart.so.13",
           "libnccl.so.2", "libnvrtc.so.13", "libnvrtc-builtins.so.13.0", "libnvToolsExt.so.1", "libcusparseLt.so.0",
           "libcufft.so.12", "libcurand.so.10", "libcusolver.so.12", "libcupti.so.13", "libnvJitLink.so.13",
@@ -34,25 +36,27 @@ NVIDIA = ["libcudnn.so.9", "libcudnn_ops.so.9", "libcublas.so.13", "libcublasLt.
 TORCH_CPU_SYMBOLS, TORCH_CPU_BYTES = 10_000, 50_000_000  # the floor of libtorch_cpu
 
 
-def cu130_zip(root: Path, extra: tuple[str, ...] = ()) -> Path:
+def cu130_zip(root: Path, extra: tuple[str, ...] = (), cuda: bool = True) -> Path:
     """`libtorch-shared-with-deps-<version>+cu130.zip` with tiny real libraries; `extra`
-    NVIDIA libraries are shipped under a file name the strip rule does not know."""
+    NVIDIA libraries are shipped under a file name the strip rule does not know. Without
+    `cuda`, the same layout of a CPU build (no CUDA library, nothing loading one)."""
     libs = root / "libs"
     libs.mkdir(parents=True)
-    nvidia = {name: elf_shared(libs / name, (f"{name.split('.')[0]}_entry",), soname=name) for name in NVIDIA + list(extra)}
+    nvidia = {name: elf_shared(libs / name, (f"{name.split('.')[0]}_entry",), soname=name)
+              for name in (NVIDIA + list(extra) if cuda else ["libcudart.so.13"])}
     # libtorch_cpu is held to the floor of the real one (engines/contracts.toml): its exports and bulk.
     cpu_symbols = ("_ZN2at6detail12getMPSHooksEv", *(f"_ZN2at7fixture{i}Ev" for i in range(TORCH_CPU_SYMBOLS)))
     symbols = {"libc10_cuda.so": ("_ZN3c104cuda6deviceEv",), "libtorch_cpu.so": cpu_symbols}
     torch = {name: elf_shared(libs / name, symbols.get(name, (f"{name.split('.')[0]}_entry",)), soname=name,
                               needed=[nvidia["libcudart.so.13"]] if name == "libtorch_cuda.so" else ())
-             for name in LIBRARIES}
+             for name in LIBRARIES if cuda or name in CPU_LIBRARIES}
     (libs / "ballast").write_bytes(bytes(TORCH_CPU_BYTES))
     subprocess.run([toolchain.require_tool("llvm-objcopy", "test"), "--add-section", f".ballast={libs / 'ballast'}",
                     torch["libtorch_cpu.so"]], check=True)
     (libs / "ballast").unlink()
     release = root / f"libtorch-shared-with-deps-{VERSION}+cu130.zip"
     with zipfile.ZipFile(release, "w") as archive:
-        for name, path in {**torch, **nvidia}.items():
+        for name, path in {**torch, **(nvidia if cuda else {})}.items():
             shipped = f"libextra{list(extra).index(name)}.so" if name in extra else name
             archive.write(path, f"libtorch/lib/{shipped}")
         for name in FILES:
@@ -119,3 +123,29 @@ def test_changing_the_strip_rule_reruns_stage_to_publish_only(tmp_path, built):
     assert edited.steps_run(rerun) == ["stage", "archive", "verify", "smoke", "publish"]
     with zipfile.ZipFile(edited.project / "dist" / ARCHIVE) as archive:
         assert "lib/libgomp-a34b3233.so.1" not in archive.namelist()
+
+
+def test_the_cu130_release_given_to_the_cpu_leg_is_refused_at_extract(tmp_path):
+    """By the libraries' SONAMEs and DT_NEEDED, before anything is staged; the extracted tree
+    does not stay behind."""
+    release = cu130_zip(tmp_path)
+    scons = Scons(scratch_project(tmp_path / "project"), tmp_path / "cache")
+    result = scons(CPU_LEG, *origins(release), check=False)
+    assert result.returncode != 0
+    assert f"{CPU_LEG}: extract failed: origin {release.name} does not fit {CPU_LEG}: it is a cuda build (" in \
+        result.stderr, result.stderr
+    assert "lib/libtorch_cuda.so is libtorch_cuda.so" in result.stderr
+    assert f"it fits {LEG}" in result.stderr
+    assert "stage" not in scons.steps_run(result) and not (scons.project / "build/legs" / CPU_LEG / "stage").exists()
+    assert not list((scons.project / "build/extract").glob("*/tree"))
+    assert not list((scons.project / "dist").glob("*.zip"))
+
+
+def test_a_cpu_release_given_to_the_cuda_leg_is_refused_at_extract(tmp_path):
+    release = cu130_zip(tmp_path, cuda=False)
+    scons = Scons(scratch_project(tmp_path / "project"), tmp_path / "cache")
+    result = scons(LEG, *origins(release), check=False)
+    assert result.returncode != 0
+    assert f"{LEG}: extract failed: origin {release.name} does not fit {LEG}: it is no cuda build: " in result.stderr
+    assert f"it fits {CPU_LEG}" in result.stderr
+    assert "stage" not in scons.steps_run(result)

@@ -24,6 +24,7 @@ def test_the_projects_data_loads():
     data = load_contract_data(ROOT / "engines" / "contracts.toml")
     assert set(data.evidence) == {"onnxruntime", "libtorch", "executorch", "tflite", "litert"}
     assert data.system_symbols["linux"] and data.system_symbols["windows"]
+    assert data.origin_builds == ("cuda",)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -48,6 +49,8 @@ def test_the_projects_data_loads():
      "undefined.system.linux: no set c++; sets: cxx"),
     ("[undefined.system]\nlinuks = []\n", "undefined.system.linuks: unknown OS"),
     ("[evidences]\n", "unknown field evidences; fields: evidence, undefined"),
+    ("[origins]\nbuilds = ['cuda', 'rocm']\n", "origins.builds: unknown accelerator rocm; accelerators: coreml"),
+    ("[origins]\nbuild = ['cuda']\n", "origins: unknown field build; fields: builds"),
 ])
 def test_a_mistake_names_the_file_and_field(tmp_path, text, message):
     path = write(tmp_path, text)

@@ -115,4 +115,5 @@ def test_a_cpu_binary_under_the_variant_name_fails(tmp_path, leg_id):
     problems = check(cpu, evidence_only(plan), "1.0.0")
     for evidence in plan.contract.accelerators:
         missing = [p for p in problems if p.startswith(f"{evidence.accelerator} evidence missing")]
-        assert len(missing) == len(evidence.files) + len(evidence.symbols) + len(evidence.links) + len(evidence.targets)
+        assert len(missing) == len(evidence.files) + len(evidence.symbols) + len(evidence.links) + \
+            len(evidence.targets) + len(evidence.libraries)

@@ -1,7 +1,8 @@
 """The contract facts every engine shares, from `engines/contracts.toml`: the binary
 evidence of each accelerator, what static libraries may leave undefined per OS, the
-floors (size, exported symbols) a real build of an engine's main libraries is above, and
-the license texts every package carries under share/licenses/<engine>/.
+floors (size, exported symbols) a real build of an engine's main libraries is above, the
+license texts every package carries under share/licenses/<engine>/, and the accelerators
+upstream ships as builds of their own (what an origin is judged by at extract).
 Applied to every leg's contract by `recipes.plan_leg`; validated at load, naming the
 file and the field."""
 from __future__ import annotations
@@ -21,9 +22,9 @@ from .recipe_kit import facts, license_dir
 from .vocab import ACCELERATORS, CONDITIONS, ENGINES, OSES
 
 FILE_NAME = "contracts.toml"
-EVIDENCE_KINDS = ("files", "symbols", "links", "targets")
+EVIDENCE_KINDS = ("files", "symbols", "links", "targets", "libraries")
 FLOOR_MINIMA = ("min_bytes", "min_symbols")
-SECTIONS = ("evidence", "undefined", "floor", "licenses")
+SECTIONS = ("evidence", "undefined", "floor", "licenses", "origins")
 # The leg facts an evidence row may depend on: those of a patch's `when` but the flavor and the
 # accelerator, which the row is evidence of.
 WHEN_KEYS = tuple(key for key in CONDITIONS if key not in ("flavor", "accelerator"))
@@ -63,6 +64,7 @@ class ContractData:
     internal_prefixes: Mapping[str, tuple[str, ...]]  # engine -> C name prefixes
     floors: Mapping[str, tuple[FloorRow, ...]]  # engine -> rows
     licenses: Mapping[str, tuple[LicenseRow, ...]] = field(default_factory=lambda: MappingProxyType({}))  # engine -> rows
+    origin_builds: tuple[str, ...] = ()  # accelerators upstream ships as files of their own ([origins] builds)
 
     def license_texts(self, leg: Leg) -> tuple[str, ...]:
         """The license texts the leg's package carries: members under share/licenses/<engine>/."""
@@ -98,6 +100,7 @@ def load_contract_data(path: Path) -> ContractData:
         floors=MappingProxyType({engine: _engine_floors(rows, f"{path}: floor.{engine}") for engine, rows in floors.items()}),
         licenses=MappingProxyType({engine: _license_rows(rows, f"{path}: licenses.{engine}")
                                    for engine, rows in licenses.items()}),
+        origin_builds=_origin_builds(raw.get("origins", {}), f"{path}: origins"),
     )
 
 
@@ -205,6 +208,17 @@ def _license_row(raw: object, where: str) -> LicenseRow:
         raise DataError(f"{where}.files: {', '.join(map(repr, bad))} is not a plain file name (no directories, no "
                         "wildcards): the texts live directly under share/licenses/<engine>/")
     return LicenseRow(files, _when(row, where))
+
+
+def _origin_builds(raw: object, where: str) -> tuple[str, ...]:
+    table = _table(raw, where)
+    _only(table, ("builds",), where)
+    builds = _strings(table.get("builds", []), f"{where}.builds")
+    unknown = [name for name in builds if name not in ACCELERATORS]
+    if unknown:
+        raise DataError(f"{where}.builds: unknown accelerator {', '.join(unknown)}; accelerators: "
+                        f"{', '.join(ACCELERATORS)}")
+    return builds
 
 
 def _system_symbols(undefined: dict, where: str) -> Mapping[str, tuple[str, ...]]:

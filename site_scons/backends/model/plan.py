@@ -92,9 +92,10 @@ class Evidence:
     symbols: tuple[str, ...] = ()  # names (or `*` globs) a library of the package defines
     links: tuple[str, ...] = ()  # substrings of a library a shipped shared library loads
     targets: tuple[str, ...] = ()  # CMake targets of the export sets CMake generated
+    libraries: tuple[str, ...] = ()  # globs over a shipped shared library's own name (SONAME, install name, DLL)
 
     def __bool__(self) -> bool:
-        return bool(self.files or self.symbols or self.links or self.targets)
+        return bool(self.files or self.symbols or self.links or self.targets or self.libraries)
 
 
 @dataclass(frozen=True)

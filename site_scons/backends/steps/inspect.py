@@ -205,6 +205,7 @@ def _parse_load_commands(output: str) -> list[dict[str, str]]:
 
 ELF_MACHINES = {3: "i386", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64"}
 COFF_MACHINES = {0x014C: "i386", 0x8664: "x86_64", 0xAA64: "arm64", 0xA641: "arm64ec", 0x01C4: "arm"}
+IMAGE_FILE_DLL = 0x2000
 _VS_FIXEDFILEINFO = (0xFEEF04BD).to_bytes(4, "little")
 _DLL_NAME = re.compile(r"^\s*DLL name: (\S+)\s*$", re.M)
 _SONAME = re.compile(r"SONAME\s+Library soname: \[([^\]]+)\]")
@@ -257,13 +258,24 @@ def _coff_machine(head: bytes) -> int | None:
 
 
 def _pe_machine(lib: Path) -> int:
+    return _pe_file_header(lib)[0]
+
+
+def pe_is_dll(lib: Path) -> bool:
+    """A PE file that loads as a library (IMAGE_FILE_DLL), not an executable."""
+    return bool(_pe_file_header(lib)[1] & IMAGE_FILE_DLL)
+
+
+def _pe_file_header(lib: Path) -> tuple[int, int]:
+    """(Machine, Characteristics) of a PE file's COFF header; (0, 0) for no PE file."""
     with open(lib, "rb") as stream:
         stream.seek(0x3C)
         offset = int.from_bytes(stream.read(4), "little")
         stream.seek(offset)
-        if stream.read(4) != b"PE\0\0":
-            return 0
-        return int.from_bytes(stream.read(2), "little")
+        header = stream.read(24)
+    if len(header) < 24 or header[:4] != b"PE\0\0":
+        return 0, 0
+    return int.from_bytes(header[4:6], "little"), int.from_bytes(header[22:24], "little")
 
 
 def library_identity(lib: Path) -> str:

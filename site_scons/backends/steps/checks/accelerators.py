@@ -5,6 +5,7 @@ library still exports the EP entry point and links CoreML.framework."""
 from __future__ import annotations
 
 import fnmatch
+import posixpath
 import re
 from collections import defaultdict
 from functools import lru_cache
@@ -53,6 +54,16 @@ class _Found:
         regex = _symbol_regex(pattern)
         return sorted({(lib, sym) for lib, arch in libraries for sym in self.defined(lib, arch) if regex.match(sym)})
 
+    def named(self, pattern: str) -> list[tuple[str, str]]:
+        """(library, its own name) of the shipped shared libraries whose SONAME, install name or
+        DLL name matches `pattern` (any case): a renamed file keeps it."""
+        found = []
+        for lib in shared_libraries(self.view):
+            name = posixpath.basename(self.view.readable(lib, lambda: self.view.identity(lib), ""))
+            if name and fnmatch.fnmatchcase(name.lower(), pattern.lower()):
+                found.append((lib, name))
+        return found
+
     def linking(self, needed: str) -> list[tuple[str, str]]:
         found = []
         for lib in shared_libraries(self.view):
@@ -80,6 +91,9 @@ def _missing(found: _Found, evidence: Evidence) -> list[str]:
     for needed in evidence.links:
         if not found.linking(needed):
             problems.append(f"{acc} evidence missing: no shared library links {needed}")
+    for pattern in evidence.libraries:
+        if not found.named(pattern):
+            problems.append(f"{acc} evidence missing: no shared library is named {pattern} (SONAME, install name, DLL)")
     for target in evidence.targets:
         if target not in found.targets:
             problems.append(f"{acc} evidence missing: no CMake export set exports the target {target}")
@@ -99,6 +113,9 @@ def _foreign(found: _Found, evidence: Evidence) -> list[str]:
     for needed in evidence.links:
         problems += [f"{lib} links {dep}: {acc} is linked in, which this package must not ship"
                      for lib, dep in found.linking(needed)]
+    for pattern in evidence.libraries:
+        problems += [f"{lib} is {name} ({acc} evidence), which this package must not ship"
+                     for lib, name in found.named(pattern)]
     for target in evidence.targets:
         if target in found.targets:
             problems.append(f"{found.targets[target]} exports the target {target} ({acc} evidence), "

@@ -22,7 +22,8 @@ from typing import BinaryIO, Callable, TypeVar
 
 from ..bundle import AR_MAGIC, _format_of_bytes, object_format
 from ..elf_symbols import Behind, DynamicFacts, ElfError, Sequential, dynamic_facts, is_shared_object
-from ..extract import _name_problem, canonical_name
+from ..extract import ExtractError, _name_problem, archive_format, canonical_name
+from ..files import FileEntry, list_tree
 from ..globs import matches
 from ..inflate import open_member
 from ..inspect import (ELF_MACHINES, InspectError, binary_archs, elf_version_definitions, library_identity,
@@ -124,11 +125,12 @@ class ArchiveView:
             self._extract_to(name, self._slot(name))
         return self._extracted[name]
 
-    def scan(self, hashing: bool) -> None:
-        """The one pass (scan.py): every library, and with `hashing` every file member, read
-        once on every core; what a check asks of a member afterwards is answered from it."""
-        libraries = set(self.libraries)
-        members = {e.name: Member(e.name, self.declared.get(e.stored or e.name, 0), e.name in libraries,
+    def scan(self, hashing: bool, libraries: list[str] | None = None) -> None:
+        """The one pass (scan.py): every library (or those of `libraries`), and with `hashing`
+        every file member, read once on every core; what a check asks of a member afterwards
+        is answered from it."""
+        chosen = set(self.libraries if libraries is None else libraries)
+        members = {e.name: Member(e.name, self.declared.get(e.stored or e.name, 0), e.name in chosen,
                                   lambda name=e.name: self._slot(name))
                    for e in self.entries if e.kind == FILE and e.name not in self._scanned}
         self._scanned.update(scan(members.values(), self.open, hashing=hashing, concurrent=self.concurrent))
@@ -324,14 +326,30 @@ def group_of(name: str, platform: str) -> str:
 
 
 def open_archive(path: Path) -> ArchiveView:
-    name = path.name
-    if name.endswith(".zip"):
+    """A view of an archive of any type extraction knows (a wheel is a zip, a .tar.xz a tar)."""
+    try:
+        fmt = archive_format(path.name)
+    except ExtractError:
+        fmt = ""
+    if fmt == "zip":
         return _zip_view(path)
-    if name.endswith((".tar.gz", ".tgz")):
+    if fmt.startswith("tar"):
         return _tar_view(path)
-    if name.endswith(".7z"):
+    if fmt == "7z":
         return _7z_view(path)
     raise ArchiveError(f"{path}: unknown archive format (zip, tar.gz, 7z)")
+
+
+def directory_view(root: Path, listing: list[FileEntry] | None = None) -> ArchiveView:
+    """A tree on disk (an extraction, `listing` its list_tree when known) as a view: members
+    are read in place, never copied into the scratch directory."""
+    listing = list_tree(root, with_hashes=False) if listing is None else listing
+    kinds = {"file": FILE, "dir": DIR, "symlink": SYMLINK}
+    view = ArchiveView(root, [entry(e.path, kinds[e.kind], e.target or "") for e in listing],
+                       lambda name: open(root / name, "rb"),
+                       declared={e.path: e.size for e in listing if e.kind == "file"})
+    view._extracted.update({e.path: root / e.path for e in listing if e.kind == "file"})
+    return view
 
 
 def _zip_view(path: Path) -> ArchiveView:
