@@ -205,6 +205,49 @@ def zip_members(path: Path, members: Mapping[str, bytes | Path], symlinks: Mappi
     return path
 
 
+TORCH_LIBRARIES = ("libtorch_cpu", "libc10", "libtorch")  # the CPU libraries of a torch wheel's torch/lib
+
+
+def torch_wheel(work: Path, *, version: str = "2.13.0+cpu", fmt: str = "elf", arch: str = "x86_64", cuda: str = "",
+                extra: Mapping[str, bytes | Path] = {}) -> Path:
+    """A torch wheel of tiny real libraries in the real one's layout (`torch/lib`, headers,
+    CMake config, a dist-info pip reads), of format `fmt` ("elf", "pe", "macho") for `arch`.
+    `cuda`: "soname" adds libtorch_cuda.so (a CUDA library by its SONAME), "needed" a library
+    under a CPU-looking name that loads libcudart.so.13, "named" a CPU library whose file is
+    named libtorch_cuda.so."""
+    libs = work / "libs"
+    libs.mkdir(parents=True)
+    members: dict[str, bytes | Path] = {"torch/include/torch/torch.h": b"// header\n",
+                                        "torch/share/cmake/Torch/TorchConfig.cmake": b"# cmake\n"}
+    for name in TORCH_LIBRARIES:
+        if fmt == "elf":
+            members[f"torch/lib/{name}.so"] = elf_shared(libs / f"{name}.so", (f"{name}_entry",), soname=f"{name}.so",
+                                                          arch=arch)
+        elif fmt == "pe":
+            dll = name.removeprefix("lib")
+            members[f"torch/lib/{dll}.dll"] = pe_dll(libs / f"{dll}.dll", (f"{name}_entry",), arch=arch)
+        else:
+            members[f"torch/lib/{name}.dylib"] = macho_dylib(libs / f"{name}.dylib", (f"{name}_entry",), arch=arch)
+    if cuda == "soname":
+        members["torch/lib/libtorch_cuda.so"] = elf_shared(libs / "libtorch_cuda.so", ("cuda_entry",),
+                                                           soname="libtorch_cuda.so")
+    elif cuda == "needed":
+        cudart = elf_shared(libs / "libcudart.so.13", ("cudaMalloc",), soname="libcudart.so.13")
+        members["torch/lib/libhelpers.so"] = elf_shared(libs / "libhelpers.so", ("helper",), soname="libhelpers.so",
+                                                        needed=[cudart])
+    elif cuda == "named":
+        members["torch/lib/libtorch_cuda.so"] = elf_shared(libs / "renamed.so", ("cpu_entry",),
+                                                           soname="libtorch_cpu_extra.so")
+    tag = "cp311-cp311-manylinux_2_28_x86_64"
+    info = f"torch-{version}.dist-info"
+    members[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n".encode()
+    members[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()
+    members[f"{info}/licenses/LICENSE"] = b"fixture license\n"
+    members.update(extra)
+    members[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*members, f"{info}/RECORD"]).encode()
+    return zip_members(work / f"torch-{version}-{tag}.whl", members)
+
+
 # --- CMake export sets ----------------------------------------------------------------------
 
 def cmake_export_sets(work: Path, sets: Mapping[str, Iterable[str]], export: str = "ExecuTorchTargets",

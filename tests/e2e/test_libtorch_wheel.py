@@ -1,18 +1,23 @@
-"""The LibTorch Linux x86_64 CPU leg end to end, from PyTorch's CPU wheel (issue: LibTorch).
+"""The LibTorch Linux x86_64 CPU leg end to end, from PyTorch's CPU wheel, exactly as the quick
+start builds it and as the README's binary-cache example stores and restores it.
 
 The wheel is this leg's upstream origin: its `torch/{include,lib,share,bin}` layout is an
 accepted root of the release zip's `libtorch/`, so the normal fetch → extract → stage →
 archive → verify → smoke path runs unchanged, with the version overridden to the wheel's.
-
-PyTorch's LICENSE and NOTICE come from the tag's files, whose pins are not recorded yet
-(docs/licenses-and-provenance.md): here they are origins too, the wheel's own LICENSE (its
-dist-info holds PyTorch's) and, for NOTICE, which only PyTorch's repository holds, a
-stand-in text this test writes.
+tools/quickstart.sh passes `version=2.13.0 origin=<wheel>` and nothing else: PyTorch's LICENSE
+and NOTICE at the tag are optional downloads, skipped while unpinned (the wheel brings
+LICENSE; NOTICE is absent), and in the leg key as absent, so the leg has a key. The build
+stores the archive with the README's writer command; a clean tree restores it with the
+reader's (`scons cache-keygen key=~/.anira/cache-key`, then `binary_cache_key=` /
+`binary_cache_trust=`).
 """
 from __future__ import annotations
 
 import json
+import re
 import stat
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -21,30 +26,36 @@ import inputs
 from backends import sbom
 from backends.model.matrix import load_matrix
 from backends.model.recipes import leg_engine, plan_leg
+from backends.steps.files import sha256_file
 from scratch import Scons, scratch_project
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 LEG = "libtorch-linux-x86_64-shared"
 ARCHIVE = "libtorch-2.13.0-Linux-x86_64-shared.zip"
-NOTICE_STAND_IN = "Stand-in for PyTorch's NOTICE at v2.13.0 (tests/e2e/test_libtorch_wheel.py)\n"
+KEY = "~/.anira/cache-key"  # the README's
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, e2e_cache):
+    """The quick start's build, stored by the README's writer. $HOME (for `~/.anira/...`) is a
+    scratch one for every scons run of this module: the smoke's environment names it."""
     wheel = inputs.torch_cpu_wheel(e2e_cache)
     project = scratch_project(tmp_path_factory.mktemp("libtorch"), copied=("engines/libtorch",))
     scons = Scons(project, tmp_path_factory.mktemp("cache"))
-    texts = tmp_path_factory.mktemp("texts")
-    with zipfile.ZipFile(wheel) as handle:
-        (texts / "LICENSE").write_bytes(handle.read("torch-2.13.0+cpu.dist-info/licenses/LICENSE"))
-    (texts / "NOTICE").write_text(NOTICE_STAND_IN)
-    args = (LEG, "version=2.13.0", f"origin={wheel},license={texts / 'LICENSE'},notice={texts / 'NOTICE'}")
-    first = scons(*args)
-    return scons, args, first, wheel
+    store = tmp_path_factory.mktemp("stores") / "anira-cache"
+    args = (LEG, "version=2.13.0", f"origin={wheel}")  # what tools/quickstart.sh passes
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+        subprocess.run([sys.executable, "-m", "SCons", "-Q", "cache-keygen", f"key={KEY}"], cwd=project,
+                       check=True, capture_output=True)
+        first = scons(*args, f"binary_cache={store}", f"binary_cache_key={KEY}")
+        stored = json.loads((project / "dist" / f"{ARCHIVE}.json").read_text())["leg_key"], \
+            sha256_file(project / "dist" / ARCHIVE)
+        yield scons, args, first, wheel, store, stored
 
 
 def test_archive_is_verified_and_smoke_tested(built):
-    scons, _, first, _ = built
+    scons, _, first, *_ = built
     dist = scons.project / "dist"
     assert (dist / ARCHIVE).is_file()
     smoke = json.loads((scons.project / "build/legs" / LEG / "steps/smoke.json").read_text())
@@ -89,13 +100,13 @@ def test_strip_rule_change_reruns_stage_to_archive_only(built):
 
 
 def test_license_texts_are_in_the_archive(built):
-    scons, _, _, wheel = built
+    """The wheel's LICENSE (PyTorch's) and third-party texts; NOTICE only once it is pinned."""
+    scons, _, _, wheel, *_ = built
     with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive, zipfile.ZipFile(wheel) as origin:
         names = set(archive.namelist())
         assert archive.read("share/licenses/libtorch/LICENSE") == origin.read(
             "torch-2.13.0+cpu.dist-info/licenses/LICENSE")
-        assert archive.read("share/licenses/libtorch/NOTICE").decode() == NOTICE_STAND_IN
-        # The wheel's third-party license texts come along.
+        assert "share/licenses/libtorch/NOTICE" not in names
         assert "share/licenses/libtorch/third_party/XNNPACK/LICENSE" in names
 
 
@@ -109,10 +120,11 @@ def test_the_sbom_is_valid_and_lists_every_input_of_the_plan(built):
     matrix = load_matrix(scons.project)
     plan = plan_leg(matrix.leg(LEG), leg_engine(matrix, matrix.leg(LEG), "2.13.0"), matrix)
     inputs_ = {p["name"]: p for p in document["packages"] if p["SPDXID"].startswith("SPDXRef-Input-")}
-    assert set(inputs_) == {f"libtorch-{d.name}" for d in plan.downloads} == \
-        {"libtorch-release", "libtorch-license", "libtorch-notice"}
-    recorded = {s["name"]: s["sha256"] for s in manifest["sources"]}
-    for download in plan.downloads:
+    fetched = [d for d in plan.downloads if not d.optional]  # the texts are unpinned: not fetched
+    assert set(inputs_) == {f"libtorch-{d.name}" for d in fetched} == {"libtorch-release"}
+    recorded = {s["name"]: s["sha256"] for s in manifest["sources"] if "sha256" in s}
+    assert set(recorded) == {d.name for d in fetched}
+    for download in fetched:
         package = inputs_[f"libtorch-{download.name}"]
         assert package["downloadLocation"] == download.url
         assert package["checksums"] == [{"algorithm": "SHA256", "checksumValue": recorded[download.name]}]
@@ -129,3 +141,19 @@ def test_the_archive_has_the_shape_anira_relies_on(built):
     with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
         tops = {name.split("/", 1)[0] for name in archive.namelist()}
     assert tops <= {"include", "lib", "share", "bin"} and {"include", "lib", "share"} <= tops
+
+
+def test_the_quick_start_leg_has_a_key_and_the_writer_stored_it(built):
+    scons, args, _, _, store, (key, digest) = built
+    shown = scons("key=1", *args).stdout.splitlines()[0]
+    assert shown == f"{LEG}: {key}" and re.fullmatch("[0-9a-f]{64}", key)
+    assert sha256_file(store / key / ARCHIVE) == digest and (store / key / f"{ARCHIVE}.sig").is_file()
+
+
+def test_a_clean_tree_restores_it_with_the_readers_command(built, tmp_path):
+    _, args, _, _, store, (_, digest) = built
+    clean = Scons(scratch_project(tmp_path / "clean"), tmp_path / "downloads")
+    restored = clean(*args, f"binary_cache={store}", f"binary_cache_trust={KEY}.pub")
+    assert clean.steps_run(restored) == ["restore", "publish"], restored.stdout  # nothing fetched or built
+    assert re.search(rf"^\s*restored\s+{LEG}\s", restored.stdout, re.M), restored.stdout
+    assert sha256_file(clean.project / "dist" / ARCHIVE) == digest

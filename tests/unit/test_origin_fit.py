@@ -13,13 +13,11 @@ from backends.model.matrix import load_matrix
 from backends.model.recipes import leg_engine, plan_leg
 from backends.steps.checks import origin
 from backends.steps.extract import extract
-from binaries import elf_shared, macho_dylib, pe_dll, zip_members
+from binaries import pe_dll, torch_wheel, zip_members
 from scratch import REPO
 
 MATRIX = load_matrix(REPO)
 CPU, CUDA = "libtorch-linux-x86_64-shared", "libtorch-linux-x86_64-cuda-shared"
-OWN = ("libtorch_cpu", "libc10", "libtorch")  # CPU libraries of a wheel's torch/lib
-HEADERS = {"torch/include/torch/torch.h": b"// header\n", "torch/share/cmake/Torch/TorchConfig.cmake": b"# cmake\n"}
 
 
 def plan_of(leg_id: str):
@@ -34,33 +32,8 @@ def expectation(leg_id: str) -> origin.Expectation:
     return fits
 
 
-def wheel(work: Path, *, fmt: str = "elf", arch: str = "x86_64", cuda: str = "", extra: dict | None = None) -> Path:
-    """A torch wheel of tiny real libraries. `cuda`: "soname" adds libtorch_cuda.so (by its
-    SONAME), "needed" a library under a CPU-looking file name that loads libcudart.so.13."""
-    libs = work / "libs"
-    libs.mkdir(parents=True)
-    members: dict[str, bytes | Path] = dict(HEADERS)
-    for name in OWN:
-        if fmt == "elf":
-            members[f"torch/lib/{name}.so"] = elf_shared(libs / f"{name}.so", (f"{name}_entry",), soname=f"{name}.so",
-                                                          arch=arch)
-        elif fmt == "pe":
-            dll = name.removeprefix("lib")
-            members[f"torch/lib/{dll}.dll"] = pe_dll(libs / f"{dll}.dll", (f"{name}_entry",), arch=arch)
-        else:
-            members[f"torch/lib/{name}.dylib"] = macho_dylib(libs / f"{name}.dylib", (f"{name}_entry",), arch=arch)
-    cudart = elf_shared(libs / "libcudart.so.13", ("cudaMalloc",), soname="libcudart.so.13")
-    if cuda == "soname":
-        members["torch/lib/libtorch_cuda.so"] = elf_shared(libs / "libtorch_cuda.so", ("cuda_entry",),
-                                                           soname="libtorch_cuda.so")
-    elif cuda == "needed":  # the file name says nothing; what it loads does
-        members["torch/lib/libhelpers.so"] = elf_shared(libs / "libhelpers.so", ("helper",), soname="libhelpers.so",
-                                                        needed=[cudart])
-    elif cuda == "named":  # named like CUDA, a CPU library by its SONAME and what it loads
-        members["torch/lib/libtorch_cuda.so"] = elf_shared(libs / "renamed.so", ("cpu_entry",),
-                                                           soname="libtorch_cpu_extra.so")
-    members.update(extra or {})
-    return zip_members(work / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", members)
+def wheel(work: Path, **kwargs) -> Path:
+    return torch_wheel(work, version="2.13.0", **kwargs)
 
 
 @pytest.fixture(params=["archive", "tree"])

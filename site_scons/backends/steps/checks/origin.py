@@ -34,6 +34,7 @@ from .view import BINARY_FORMATS, FILE, ArchiveView, directory_view, open_archiv
 _EXAMPLES = 2
 _OS_OF_FORMAT = {"elf": ("linux", "android"), "macho": ("macos", "ios"), "pe": ("windows",), "coff": ("windows",)}
 _BINARY_DIRS = ("lib", "bin")  # package directories a stage fills with binaries
+ADVICE = "give this leg an origin that fits"
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def refusal(expected: Expectation, view: ArchiveView, root: str, matrix: Matrix,
     platform = _platform_of(foreign, leg) if foreign else leg.platform
     accelerators = {*leg.accelerator, *(e.accelerator for e in extra)} - {e.accelerator for e in missing}
     return (f"origin {origin} does not fit {leg.id}: {'; '.join(problems)}; "
-            f"{_fitting(matrix, leg, platform, accelerators)}; give this leg an origin that fits")
+            f"{_fitting(matrix, leg, platform, accelerators)}; {ADVICE}")
 
 
 def binaries(view: ArchiveView, root: str, symbols: bool) -> list[Binary]:
