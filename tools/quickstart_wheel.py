@@ -84,18 +84,18 @@ def _ask(url: str, seconds: float) -> str:
     except urllib.error.HTTPError as error:
         return f"it answers HTTP {error.code}" if error.code >= 500 else ""  # a 404: pip says what it lacks
     except urllib.error.URLError as error:
-        return _reason(error.reason)
+        return _reason(error.reason, seconds)
     except (OSError, ValueError) as error:
-        return _reason(error)
+        return _reason(error, seconds)
 
 
-def _reason(error: object) -> str:
+def _reason(error: object, seconds: float) -> str:
     if isinstance(error, socket.gaierror):
         return "its host does not resolve"
     if isinstance(error, ConnectionRefusedError):
         return "the connection is refused"
-    if isinstance(error, (socket.timeout, TimeoutError)):
-        return "no answer in time"
+    if isinstance(error, TimeoutError):  # socket.timeout too
+        return f"no answer in {seconds:g} s"
     if isinstance(error, ssl.SSLError):
         return f"TLS fails ({error.reason or error})"
     return str(error)

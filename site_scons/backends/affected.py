@@ -9,9 +9,9 @@ reruns from the first step they feed; an aggregate also when one of its input le
 
 This works without pins: a pin present on one side only (recorded since <ref>, or dropped) is
 left out of both sides, since recording a pin changes no byte; except an optional download's,
-whose pin decides whether the build fetches it (unpinned, its file is absent from the archive). What stays unseen is a file
-that changed behind the same URL while it is unpinned; the report names the legs with an
-unpinned input, and `scons pins` lists the inputs.
+whose pin decides whether the build fetches it (unpinned, its file is absent from the
+archive). What stays unseen is a file that changed behind the same URL while it is unpinned;
+the report names the legs with an unpinned input, and `scons pins` lists the inputs.
 """
 from __future__ import annotations
 

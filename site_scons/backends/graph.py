@@ -141,7 +141,7 @@ class Graph:
 
     def extract(self, plan: Plan, download: Download, fetch_node: Any, fetch_manifest: Path) -> tuple[Any, Path]:
         origin = self._origin(plan, download)
-        # An origin is judged against the leg that takes it: legs that judge it alike share its tree.
+        # An origin is judged against the leg that takes it (steps/checks/origin.py): its tree is that leg's.
         fits = origin_check.expectation(plan, download, self._engine(plan.leg).root.parent) if origin else None
         name = f"{fetch_manifest.stem}-{short_hash(fits)}" if fits else fetch_manifest.stem
         target = self.build_root / "extract" / f"{name}.json"
