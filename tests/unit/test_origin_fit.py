@@ -32,8 +32,17 @@ def expectation(leg_id: str) -> origin.Expectation:
     return fits
 
 
-def wheel(work: Path, **kwargs) -> Path:
-    return torch_wheel(work, version="2.13.0", **kwargs)
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """wheel(**torch_wheel's options) -> a torch 2.13.0 wheel, made once for both judges."""
+    made: dict[str, Path] = {}
+
+    def make(**kwargs) -> Path:
+        key = repr(sorted(kwargs.items()))
+        if key not in made:
+            made[key] = torch_wheel(tmp_path_factory.mktemp("wheel"), version="2.13.0", **kwargs)
+        return made[key]
+    return make
 
 
 @pytest.fixture(params=["archive", "tree"])
@@ -49,41 +58,41 @@ def judge(request, tmp_path):
     return run
 
 
-def test_a_cpu_build_fits_the_cpu_leg(judge, tmp_path):
-    assert judge(CPU, wheel(tmp_path)) == ""
+def test_a_cpu_build_fits_the_cpu_leg(judge, wheel):
+    assert judge(CPU, wheel()) == ""
 
 
-def test_a_library_named_like_cuda_is_judged_by_its_own_name_and_what_it_loads(judge, tmp_path):
-    assert judge(CPU, wheel(tmp_path, cuda="named")) == ""
+def test_a_library_named_like_cuda_is_judged_by_its_own_name_and_what_it_loads(judge, wheel):
+    assert judge(CPU, wheel(cuda="named")) == ""
 
 
 @pytest.mark.parametrize("cuda, evidence", [("soname", "torch/lib/libtorch_cuda.so is libtorch_cuda.so"),
                                             ("needed", "torch/lib/libhelpers.so links libcudart.so.13")])
-def test_a_cuda_build_given_to_the_cpu_leg_is_refused_naming_the_cuda_leg(judge, tmp_path, cuda, evidence):
-    refused = judge(CPU, wheel(tmp_path, cuda=cuda))
+def test_a_cuda_build_given_to_the_cpu_leg_is_refused_naming_the_cuda_leg(judge, wheel, cuda, evidence):
+    refused = judge(CPU, wheel(cuda=cuda))
     assert refused.startswith(f"origin torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl does not fit {CPU}: ")
     assert f"it is a cuda build ({evidence})" in refused and f"it fits {CUDA}" in refused
 
 
-def test_a_cuda_build_fits_the_cuda_leg_and_a_cpu_build_does_not(judge, tmp_path):
-    assert judge(CUDA, wheel(tmp_path / "cuda", cuda="soname")) == ""
-    refused = judge(CUDA, wheel(tmp_path / "cpu"))
+def test_a_cuda_build_fits_the_cuda_leg_and_a_cpu_build_does_not(judge, wheel):
+    assert judge(CUDA, wheel(cuda="soname")) == ""
+    refused = judge(CUDA, wheel())
     assert "it is no cuda build: " in refused and "none links cudart" in refused and f"it fits {CPU}" in refused
 
 
-def test_text_that_names_cuda_is_no_evidence(judge, tmp_path):
+def test_text_that_names_cuda_is_no_evidence(judge, wheel):
     """Only binaries are judged: a header or config naming libcudart and libtorch_cuda says
     nothing about the build."""
     mentions = {"torch/include/cuda_notes.h": b"// links libcudart.so.13, see libtorch_cuda.so\n",
                 "torch/lib/libtorch_cuda.so.txt": b"libtorch_cuda.so\n"}
-    assert judge(CPU, wheel(tmp_path, extra=mentions)) == ""
+    assert judge(CPU, wheel(extra=mentions)) == ""
 
 
-def test_executables_are_judged_by_their_format_and_machine(judge, tmp_path):
+def test_a_binary_is_found_by_its_bytes_whatever_its_name(judge, wheel, tmp_path):
     libs = tmp_path / "tools"
     libs.mkdir()
-    tool = pe_dll(libs / "protoc.dll", ("main_entry",))  # a PE file among ELF libraries
-    refused = judge(CPU, wheel(tmp_path / "w", extra={"torch/bin/protoc": tool}))
+    tool = pe_dll(libs / "protoc.dll", ("main_entry",))  # a PE file among ELF libraries, no suffix
+    refused = judge(CPU, wheel(extra={"torch/bin/protoc": tool}))
     assert "its binaries are PE x86_64 (torch/bin/protoc)" in refused
 
 
@@ -92,15 +101,15 @@ def test_executables_are_judged_by_their_format_and_machine(judge, tmp_path):
     ("pe", "x86_64", "PE x86_64", "it fits libtorch-windows-x86_64-shared"),
     ("macho", "arm64", "Mach-O arm64", "it would fit libtorch-macos-arm64-shared, which builds from source"),
 ])
-def test_binaries_of_another_os_or_architecture_are_refused(judge, tmp_path, fmt, arch, found, fits):
-    refused = judge(CPU, wheel(tmp_path, fmt=fmt, arch=arch))
+def test_binaries_of_another_os_or_architecture_are_refused(judge, wheel, fmt, arch, found, fits):
+    refused = judge(CPU, wheel(fmt=fmt, arch=arch))
     assert f"its binaries are {found} (" in refused and "linux-x86_64 needs ELF x86_64" in refused
     assert fits in refused
 
 
-def test_a_release_whose_required_files_are_missing_says_what_it_holds_instead(tmp_path):
-    """ONNX Runtime's Linux rules name libonnxruntime.so*: a Windows zip matches none, so the
-    stage would fail; the origin check names its DLLs and the leg they fit."""
+def test_every_binary_under_the_root_is_judged_not_only_those_the_rules_name(tmp_path):
+    """ONNX Runtime's Linux rules name libonnxruntime.so*, which a Windows zip lacks: its DLLs
+    are named, with the leg they fit."""
     leg_id = "onnxruntime-linux-x86_64-shared"
     plan = plan_leg(MATRIX.leg(leg_id), leg_engine(MATRIX, MATRIX.leg(leg_id), None), MATRIX)
     top = "onnxruntime-win-x64-1.26.0"

@@ -4,7 +4,7 @@ OS or architecture would otherwise be staged and archived under the leg's name, 
 in verify or in the smoke's CMake configure ("uses CUDA but I cannot find the CUDA libraries").
 
 Judged is every binary under the download's root (found by its bytes, never by its name), by
-what it is: its format and machine (ELF e_machine and class, Mach-O cputype, PE machine), and,
+what it is: its format and machine (ELF e_machine, Mach-O cputype, PE machine), and,
 against the evidence engines/contracts.toml names for the accelerators upstream ships as builds
 of their own (`[origins] builds`), its own name (`libraries`: SONAME, install name, DLL name),
 what it loads (`links`: DT_NEEDED, LC_LOAD_*DYLIB, PE imports) and defines (`symbols`). The
