@@ -73,7 +73,7 @@ MESSAGE
   rm -f "$log"
 }
 
-# Installs `missing` with apt (one update first).
+# Install `missing` with apt (one update first) or Homebrew.
 apt_install() {
   if [ -n "$sudo" ] && ! command -v sudo >/dev/null; then
     echo "tools/setup.sh: these apt packages are missing: ${missing[*]}; install them as root (there is no sudo)," \
@@ -84,6 +84,11 @@ apt_install() {
   export DEBIAN_FRONTEND=noninteractive
   apt_get update -qq
   apt_get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+brew_install() {
+  echo "setup: installing with Homebrew: ${missing[*]}"
+  brew install "${missing[@]}"
 }
 
 # Debian and Ubuntu: the apt packages `dpkg` does not list yet.
@@ -143,8 +148,7 @@ macos_packages() {
       echo "setup --check: would run: brew install ${missing[*]}"
     fi
   elif [ ${#missing[@]} -gt 0 ]; then
-    echo "setup: installing with Homebrew: ${missing[*]}"
-    brew install "${missing[@]}"
+    brew_install
   fi
 }
 
@@ -211,12 +215,7 @@ if [ ${#legs[@]} -gt 0 ]; then
   listed=$(host_setup --missing "$manager")
   read -r -a missing <<< "$listed"
   if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$manager" = brew ]; then
-      echo "setup: installing with Homebrew: ${missing[*]}"
-      brew install "${missing[@]}"
-    else
-      apt_install
-    fi
+    if [ "$manager" = brew ]; then brew_install; else apt_install; fi
   fi
   listed=$(host_setup --missing pip)
   read -r -a python_packages <<< "$listed"

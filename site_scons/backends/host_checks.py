@@ -133,12 +133,11 @@ def _program(need: Need, facts: Facts, packages: Sequence[Package]) -> Finding:
     package = _provider(need.subject, packages, (MANAGER_OF_OS.get(facts.os, "apt"), "npm"))
     if package is None:
         return Finding(need, found, f"install {need.subject} and put it on PATH")
-    remedy = install_command(package.manager, [package.name])
     unlinked = _unlinked(need.subject, package, facts) if found is None and package.manager == "brew" else ""
     if unlinked:
         return Finding(need, found, f"put {unlinked} on PATH (Homebrew installed {package.name} there without "
                                     "linking it)")
-    return Finding(need, found, remedy, package.manager, package.name,
+    return Finding(need, found, install_command(package.manager, [package.name]), package.manager, package.name,
                    installable=package.manager in INSTALLABLE.get(facts.os, ()))
 
 
@@ -220,7 +219,7 @@ def _msvc(need: Need, facts: Facts, setting_up: bool) -> Finding:
     if setting_up:
         return Finding(need, f"{instance.name} {instance.version} ({instance.path})", next=enter)
     entered = f"the MSVC environment entered is for {target}; " if target else ""
-    return Finding(need, None, f"{entered}enter {need.subject}'s in this shell first: {enter}")
+    return Finding(need, None, f"{entered}enter the {need.subject} one in this shell first: {enter}")
 
 
 def _sdk_versions(facts: Facts) -> list[Path]:
@@ -248,29 +247,23 @@ def check(need: Need, facts: Facts, *, setting_up: bool = False, python: str = s
     """Whether this host has `need`. A build asks for what its commands will find (the MSVC
     environment entered); `setting_up` also counts what is installed but not yet entered."""
     packages = load_packages() if packages is None else packages
-    if need.kind == "program":
-        return _program(need, facts, packages)
-    if need.kind == "xcode-tools":
-        return _xcode_tools(need, facts)
-    if need.kind == "xcode":
-        return _xcode(need, facts)
-    if need.kind == "msvc":
-        return _msvc(need, facts, setting_up)
-    if need.kind == "windows-sdk":
-        return _windows_sdk(need, facts)
-    if need.kind == "ndk":
-        return _directory(need, facts, "ANDROID_NDK_HOME",
-                          f"install the Android NDK {NDK_VERSION} (Android Studio's SDK manager, or "
-                          "developer.android.com/ndk/downloads) and set ANDROID_NDK_HOME to its directory")
-    if need.kind == "emsdk":
-        return _emsdk(need, facts)
-    if need.kind == "apt":
-        return _apt(need, facts)
-    if need.kind == "probe":
-        return _probe(need, facts, python)
-    if need.kind == "python":
-        return _python(need, facts, python)
-    raise ValueError(f"no check for needs of kind {need.kind!r}")
+    ndk = (f"install the Android NDK {NDK_VERSION} (Android Studio's SDK manager, or "
+           "developer.android.com/ndk/downloads) and set ANDROID_NDK_HOME to its directory")
+    checks: dict[str, Callable[[], Finding]] = {
+        "program": lambda: _program(need, facts, packages),
+        "xcode-tools": lambda: _xcode_tools(need, facts),
+        "xcode": lambda: _xcode(need, facts),
+        "msvc": lambda: _msvc(need, facts, setting_up),
+        "windows-sdk": lambda: _windows_sdk(need, facts),
+        "ndk": lambda: _directory(need, facts, "ANDROID_NDK_HOME", ndk),
+        "emsdk": lambda: _emsdk(need, facts),
+        "apt": lambda: _apt(need, facts),
+        "probe": lambda: _probe(need, facts, python),
+        "python": lambda: _python(need, facts, python),
+    }
+    if need.kind not in checks:
+        raise ValueError(f"no check for needs of kind {need.kind!r}")
+    return checks[need.kind]()
 
 
 # -- the build's check -------------------------------------------------------------------
@@ -285,13 +278,15 @@ class Shortfall:
     def message(self, host_os: str) -> str:
         """One line: the legs, what is missing, one install command per package manager (the
         rest each with its own remedy), and the set-up command that installs what it can."""
-        by_manager: dict[str, list[Finding]] = {}
-        alone: list[Finding] = []
+        remedies: dict[str, list[Finding]] = {}  # one command per package manager, else per remedy
         for finding in self.findings:
-            (by_manager.setdefault(finding.manager, []) if finding.package else alone).append(finding)
-        parts = [f"{', '.join(describe(f.need) for f in found)} (`{install_command(manager, list(dict.fromkeys(f.package for f in found)))}`)"
-                 for manager, found in by_manager.items()]
-        parts += [f"{describe(f.need)} ({f.remedy})" for f in alone]
+            remedies.setdefault(f"manager:{finding.manager}" if finding.package else finding.remedy, []).append(finding)
+        parts = []
+        for remedy, found in remedies.items():
+            if remedy.startswith("manager:"):
+                packages = list(dict.fromkeys(f.package for f in found))
+                remedy = f"`{install_command(found[0].manager, packages)}`"
+            parts.append(f"{', '.join(describe(f.need) for f in found)} ({remedy})")
         setup = SETUP_COMMANDS.get(host_os, SETUP_COMMANDS["default"]).format(self.legs[0])
         return (f"{', '.join(self.legs)} cannot be built on this host, which lacks {'; '.join(parts)}; `{setup}` "
                 "installs what it can and names the rest")

@@ -9,6 +9,7 @@ a leg runs comes from its plan; which package brings which program is data
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -52,6 +53,7 @@ class Package:
     programs: tuple[str, ...]
 
 
+@functools.lru_cache(maxsize=None)
 def load_packages(path: Path = PACKAGES_FILE) -> tuple[Package, ...]:
     rows = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -209,7 +211,8 @@ def _setup_needs(setup: Setup, host_os: str, packages: Sequence[Package]) -> lis
                      Need("apt", package, "a fixup copies its libraries"))
     needs += [Need("probe", probe, "the build runs this probe first") for probe in setup.probes]
     if setup.python_build_deps:
-        needs += [Need("python", name, "the upstream build imports it") for name in packages_in("pip", "build", packages)]
+        needs += [Need("python", name, "the upstream build imports it")
+                  for name in packages_in("pip", "build", packages)]
     return needs
 
 

@@ -116,7 +116,8 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m backends.host_setup", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root (default: .)")
-    parser.add_argument("--leg", action="append", required=True, help="a leg id (`scons list`); repeat, or comma-separate")
+    parser.add_argument("--leg", action="append", required=True,
+                        help="a leg id (`scons list`); repeat, or comma-separate")
     parser.add_argument("--host", default="", help="the platform to decide for (default: this machine's)")
     parser.add_argument("--vswhere", default="", help="vswhere.exe (Windows; default: on PATH, else the installer's)")
     parser.add_argument("--missing", choices=("apt", "brew", "pip"),

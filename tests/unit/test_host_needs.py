@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 import pytest
 
 from backends import host_checks, host_needs, visual_studio
+from backends.ci import leg_setup
 from backends.host import Host
 from backends.host_checks import Facts, check
 from backends.host_needs import Need, leg_needs, load_packages, needs_here, packages_in
@@ -104,7 +105,6 @@ def test_directml_legs_need_the_sdk_libraries_their_smoke_links(matrix, plans) -
 
 
 def test_ci_setup_answers_become_needs(matrix, plans) -> None:  # type: ignore[no-untyped-def]
-    from backends.ci import leg_setup
     for plan in plans.values():
         setup = leg_setup(plan, matrix.engines[plan.leg.engine].pins)
         needs = {n.key for n in needs_here(plan, matrix, _runner_host(plan.leg))}
@@ -118,7 +118,7 @@ def test_ci_setup_answers_become_needs(matrix, plans) -> None:  # type: ignore[n
 
 def test_a_prebuilt_windows_leg_on_linux_needs_no_msvc(matrix, plans) -> None:  # type: ignore[no-untyped-def]
     plan = plans["onnxruntime-windows-x86_64-shared"]
-    needs = leg_needs(plan, __import__("backends.ci", fromlist=["x"]).leg_setup(plan, {}), "linux", "x64", "wine")
+    needs = leg_needs(plan, leg_setup(plan, {}), "linux", "x64", "wine")
     assert not _kinds(needs, "msvc") and not _kinds(needs, "windows-sdk")
     assert {"llvm-readobj", "llvm-objdump"} <= {n.subject for n in _kinds(needs, "program")}  # verify reads PE
 
@@ -184,7 +184,7 @@ def test_homebrews_unlinked_llvm_is_named_by_its_path(tmp_path: Path) -> None:
 
 
 def _xcode_select(path: str | None) -> Callable[[Sequence[str]], tuple[int, str]]:
-    return lambda argv: (0, f"{path}\n") if path else (2, "xcode-select: error: unable to get active developer directory")
+    return lambda argv: (0, f"{path}\n") if path else (2, "xcode-select: error: unable to get active developer dir")
 
 
 def test_xcode_command_line_tools(tmp_path: Path) -> None:
@@ -254,7 +254,7 @@ def test_msvc_entered_for_the_legs_target(tmp_path: Path) -> None:
     assert check(need, entered.facts).found.endswith("Hostarm64/arm64/cl")  # type: ignore[union-attr]
     wrong = _windows(tmp_path / "b", _instance(ARM64_TOOLS, SDK), cl_target="x64")
     finding = check(need, wrong.facts)
-    assert finding.missing and finding.remedy.startswith("the MSVC environment entered is for x64; enter arm64's")
+    assert finding.missing and finding.remedy.startswith("the MSVC environment entered is for x64; enter the arm64 one")
     assert '-DevCmdArguments "-arch=arm64 -host_arch=arm64"' in finding.remedy
 
 
@@ -346,6 +346,10 @@ def test_the_shortfall_is_one_line_with_one_command_per_manager(tmp_path: Path) 
                               "(`sudo apt-get install ninja-build llvm`); the Android NDK (install the Android NDK")
     assert message.endswith("`bash tools/setup.sh --leg a-leg` installs what it can and names the rest")
     assert "tools\\setup.ps1 -Leg a-leg" in lacking.message("windows")
+    windows = FakeHost(tmp_path / "windows", "windows", "x86_64", environ={"ProgramFiles(x86)": str(tmp_path)})
+    sdk = Need("windows-sdk", "x64", "x", ("kernel32.lib",))
+    both = host_checks.shortfall({"w-leg": [Need("msvc", "x64", "x"), sdk]}, windows.facts)
+    assert both is not None and both.message("windows").count("winget install") == 1  # one command for both
     for program in ("ninja", "llvm-nm", "llvm-readobj"):
         host.add(program)
     (tmp_path / "ndk").mkdir()

@@ -57,7 +57,8 @@ def _mac(tmp_path: Path, developer_dir: str = "/Library/Developer/CommandLineToo
     return path
 
 
-def test_a_mac_with_the_command_line_tools_is_ready_for_a_repackaged_leg(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_mac_with_the_command_line_tools_is_ready_to_repackage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert _main(monkeypatch, _mac(tmp_path), "--host", "macos-arm64", "--leg", PREBUILT_MAC) == 0
     out = capsys.readouterr().out
     assert f"{PREBUILT_MAC} on macos-arm64:" in out
@@ -66,7 +67,8 @@ def test_a_mac_with_the_command_line_tools_is_ready_for_a_repackaged_leg(tmp_pat
     assert out.rstrip().endswith(f"ready: scons {PREBUILT_MAC}")
 
 
-def test_a_mac_without_ninja_is_told_brew_install(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_mac_without_ninja_is_told_brew_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     path = _mac(tmp_path)
     (path / "ninja").unlink()
     assert _main(monkeypatch, path, "--host", "macos-arm64", "--leg", PREBUILT_MAC) == 1
@@ -75,14 +77,16 @@ def test_a_mac_without_ninja_is_told_brew_install(tmp_path, monkeypatch, capsys)
     assert capsys.readouterr().out.split() == ["ninja"]
 
 
-def test_a_mac_without_them_is_told_xcode_select_install(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_mac_without_them_is_told_xcode_select_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert _main(monkeypatch, _mac(tmp_path, developer_dir=""), "--host", "macos-arm64", "--leg", PREBUILT_MAC) == 1
     out = capsys.readouterr().out
     assert re.search(r"missing +Xcode's command-line tools .*: xcode-select --install", out)
     assert "1 missing: install it as shown, then run this again" in out
 
 
-def test_an_xcframework_needs_xcode_itself(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_an_xcframework_needs_xcode_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     path = _mac(tmp_path)
     assert _main(monkeypatch, path, "--host", "macos-arm64", "--leg", XCFRAMEWORK) == 1
     out = capsys.readouterr().out
@@ -111,7 +115,8 @@ def _windows(tmp_path: Path, *components: str) -> tuple[Path, dict[str, str]]:
     return path, {"ProgramFiles(x86)": str(tmp_path / "pf86")}
 
 
-def test_windows_build_tools_found_with_vswhere_and_the_command_to_enter_them(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_windows_build_tools_found_with_vswhere_and_how_to_enter_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     path, environ = _windows(tmp_path, visual_studio.TOOLS_COMPONENTS["arm64"], SDK)
     assert _main(monkeypatch, path, "--host", "windows-arm64", "--leg", WINDOWS_PREBUILT, **environ) == 0
     out = capsys.readouterr().out
@@ -122,7 +127,8 @@ def test_windows_build_tools_found_with_vswhere_and_the_command_to_enter_them(tm
     assert re.search(rf"ready: Import-Module .*; then scons {WINDOWS_PREBUILT}$", out.rstrip())
 
 
-def test_windows_without_the_arm64_compiler_is_told_the_component_to_add(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_windows_without_the_arm64_compiler_is_told_what_to_add(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     path, environ = _windows(tmp_path, visual_studio.TOOLS_COMPONENTS["x64"], SDK)
     assert _main(monkeypatch, path, "--host", "windows-arm64", "--leg", WINDOWS_PREBUILT, **environ) == 1
     out = capsys.readouterr().out
@@ -133,7 +139,8 @@ def test_windows_without_the_arm64_compiler_is_told_the_component_to_add(tmp_pat
     assert "winget install --id Microsoft.VisualStudio.2022.BuildTools -e" in capsys.readouterr().out
 
 
-def test_a_leg_of_another_host_and_bad_input(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_leg_of_another_host_and_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     path = _bin(tmp_path)
     assert _main(monkeypatch, path, "--host", "linux-x86_64", "--leg", XCFRAMEWORK) == 1
     assert "it builds on macos-15 (macos-arm64), not on linux-x86_64" in capsys.readouterr().out
@@ -157,9 +164,8 @@ class Host:
         self.bin = tmp_path / "bin"
         self.bin.mkdir(parents=True)
         self.log = tmp_path / "calls.log"
-        for tool in (*REAL_TOOLS, "uname"):
-            if tool != "uname":
-                (self.bin / tool).symlink_to(shutil.which(tool))  # type: ignore[arg-type]
+        for tool in REAL_TOOLS:
+            (self.bin / tool).symlink_to(shutil.which(tool))  # type: ignore[arg-type]
         fake(self.bin, "uname", f'[ "$1" = -m ] && echo {machine} || echo {system}\n')
         fake(self.bin, "id", "echo 0\n")
         for program in ("nm", "otool", "objdump", "libtool") if system == "Darwin" else ():
@@ -167,7 +173,8 @@ class Host:
         fake(self.bin, "xcode-select", "echo /Library/Developer/CommandLineTools\n" if clt else "exit 2\n")
         listed = " ".join(formulae)
         fake(self.bin, "brew", f'echo "brew $*" >> {self.log}\n'
-                               f'if [ "$1" = list ]; then for f in {listed}; do [ "$f" = "$3" ] && exit 0; done; exit 1; fi\n'
+                               f'if [ "$1" = list ]; then for f in {listed}; do [ "$f" = "$3" ] && exit 0; done; '
+                               'exit 1; fi\n'
                                'if [ "$1" = --prefix ]; then echo /opt/homebrew/opt/$2; fi\nexit 0\n')
         packages = " ".join(debs)
         fake(self.bin, "dpkg-query", f'for p in {packages}; do [ "$p" = "$3" ] && printf "install ok installed" '
@@ -180,6 +187,7 @@ class Host:
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {"PATH": str(self.bin), "VIRTUAL_ENV": str(self.venv), "HOME": str(self.venv)}
+        assert BASH is not None
         return subprocess.run([BASH, str(ROOT / "tools" / "setup.sh"), *args], env=env, capture_output=True,
                               text=True, timeout=120)
 
