@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import gha
 from backends import ci, sign
 from backends.model.leg import Leg
 from backends.model.matrix import load_matrix
@@ -351,33 +353,21 @@ EXPRESSION = re.compile(r"\$\{\{.*?\}\}", re.DOTALL)
 POSIX_SHELLS = ("bash", "sh")
 
 
-def _default_shell(workflow: dict[Any, Any], job: dict[Any, Any]) -> str | None:
-    """The shell a step without `shell:` gets: the job's or workflow's default, else the
-    runner's (pwsh on Windows, bash elsewhere); None where the runner is only known at run time."""
-    for defaults in (job.get("defaults"), workflow.get("defaults")):
-        if defaults and defaults.get("run", {}).get("shell"):
-            return str(defaults["run"]["shell"])
-    runs_on = str(job.get("runs-on", ""))
-    if "${{" in runs_on:
-        return None
-    return "pwsh" if runs_on.startswith("windows") else "bash"
-
-
 def _run_blocks(path: Path) -> list[RunBlock]:
-    """Every `run:` script of a workflow with a POSIX shell; `${{ }}` becomes a variable, as an
-    expression pasted into a script is text the shell parses (quote it, or pass it by env:)."""
+    """Every `run:` script of a workflow with a POSIX shell (the one GitHub derives for it);
+    `${{ }}` becomes a variable, as an expression pasted into a script is text the shell parses
+    (quote it, or pass it by env:)."""
     workflow = _load_path(path)
     blocks: list[RunBlock] = []
-    for job_name, job in workflow["jobs"].items():
-        for index, step in enumerate(job.get("steps", [])):
-            if "run" not in step:
+    for job_name in workflow["jobs"]:
+        for index, step in enumerate(gha.steps(path.name, job_name, workflow)):
+            if "run" not in step.body:
                 continue
-            shell = step.get("shell") or _default_shell(workflow, job)
-            where = f"{path.name}: job {job_name}, step {step.get('name', index + 1)!r}"
-            assert shell is not None, f"{where}: runs-on is a matrix value; name a shell (Windows defaults to pwsh)"
-            program = Path(shell.split()[0]).name
+            where = f"{path.name}: job {job_name}, step {step.body.get('name', index + 1)!r}"
+            assert step.shell is not None, f"{where}: runs-on is a matrix value; name a shell (Windows defaults to pwsh)"
+            program = Path(shlex.split(step.shell)[0]).name
             if program in POSIX_SHELLS:
-                blocks.append(RunBlock(where, program, EXPRESSION.sub("${GHA_EXPRESSION}", step["run"])))
+                blocks.append(RunBlock(where, program, EXPRESSION.sub("${GHA_EXPRESSION}", step.run)))
     return blocks
 
 

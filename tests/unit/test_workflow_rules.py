@@ -1,0 +1,164 @@
+"""The workflows under GitHub's own rules (tests/gha.py): the shell each `run:` step really
+gets, `${{ }}` expressions with GitHub's truthiness, and a pull request's checkout deep
+enough for `git diff base...head`."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gha
+
+ROOT = Path(__file__).resolve().parents[2]
+PIPEFAIL = gha.SHELLS["bash"]
+
+
+def _workflows() -> dict[str, dict[Any, Any]]:
+    return {path.name: gha.load(path.name) for path in sorted(gha.WORKFLOWS.glob("*.yml"))}
+
+
+# -- shells -------------------------------------------------------------------------------------
+
+def test_every_workflow_runs_its_steps_with_pipefail_bash() -> None:
+    workflows = _workflows()
+    for name, workflow in workflows.items():
+        assert workflow.get("defaults") == {"run": {"shell": "bash"}}, name
+    shells = {step.where(): step.shell for step in gha.all_steps(workflows) if "run" in step.body}
+    assert shells and set(shells.values()) == {PIPEFAIL}, shells
+
+
+@pytest.mark.parametrize(("yaml_text", "expected"), [
+    ("jobs: {a: {runs-on: ubuntu-latest, steps: [{run: x}]}}", "bash -e {0}"),
+    ("jobs: {a: {runs-on: windows-2025, steps: [{run: x}]}}", gha.SHELLS["pwsh"]),
+    ("jobs: {a: {runs-on: ubuntu-latest, steps: [{run: x, shell: bash}]}}", PIPEFAIL),
+    ("jobs: {a: {runs-on: ubuntu-latest, defaults: {run: {shell: sh}}, steps: [{run: x}]}}", "sh -e {0}"),
+    ("defaults: {run: {shell: bash}}\njobs: {a: {runs-on: '${{ matrix.runner }}', steps: [{run: x}]}}", PIPEFAIL),
+    ("jobs: {a: {runs-on: ubuntu-latest, steps: [{run: x, shell: 'bash -x {0}'}]}}", "bash -x {0}"),
+    ("jobs: {a: {runs-on: '${{ matrix.runner }}', steps: [{run: x}]}}", None),
+])
+def test_the_shell_github_gives_a_step(yaml_text: str, expected: str | None) -> None:
+    [step] = gha.steps("w.yml", "a", gha.load("w.yml", yaml_text))
+    assert step.shell == expected
+
+
+def test_an_unnamed_shell_hides_a_failure_before_a_pipe(tmp_path: Path) -> None:
+    workflow = gha.load("w.yml", "jobs: {a: {runs-on: ubuntu-latest, steps: [{run: 'false | cat'}]}}")
+    [unnamed] = gha.steps("w.yml", "a", workflow)
+    assert gha.run(unnamed, {}, tmp_path, tmp_path / "a").returncode == 0
+    workflow["defaults"] = {"run": {"shell": "bash"}}
+    [named] = gha.steps("w.yml", "a", workflow)
+    assert gha.run(named, {}, tmp_path, tmp_path / "b").returncode == 1
+
+
+# -- expressions ---------------------------------------------------------------------------------
+
+CONTEXT = {"github": {"event_name": "pull_request", "ref": "refs/tags/v1.2.0", "event": {"number": 7}},
+           "inputs": {"flag": True, "empty": ""}, "secrets": {}, "steps": {"a": {"outputs": {"n": "0"}}}}
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    ("github.event_name == 'pull_request' && 0 || 1", 1.0),  # 0 is falsy: the finding
+    ("github.event_name == 'pull_request' && '0' || '1'", "0"),  # a non-empty string is truthy
+    ("inputs.flag && '1' || '0'", "1"),
+    ("inputs.empty || 'all'", "all"),
+    ("inputs.missing || 'all'", "all"),
+    ("secrets.PINS_TOKEN != '' && 'PINS_TOKEN' || ''", ""),
+    ("github.event_name == 'PULL_REQUEST'", True),  # strings compare ignoring case
+    ("steps.a.outputs.n == 0", True),  # other types compare as numbers
+    ("null == 0 && '' == 0 && false == 0", True),
+    ("startsWith(github.ref, 'refs/tags/v')", True),
+    ("format('{0}-{1}', github.event_name, github.event.number)", "pull_request-7"),
+    ("fromJSON('{\"include\": [1]}').include[0]", 1.0),
+    ("!cancelled() && github.event['number'] > 6", True),
+    ("github.no.such.property", None),
+])
+def test_expressions_follow_githubs_rules(expression: str, expected: object) -> None:
+    assert gha.evaluate(gha.parse(expression), CONTEXT) == expected
+
+
+def test_rendering_and_conditions() -> None:
+    assert gha.render("${{ inputs.flag }}", CONTEXT) is True
+    assert gha.render("x-${{ inputs.flag }}-${{ inputs.missing }}", CONTEXT) == "x-true-"
+    assert gha.condition("inputs.flag", CONTEXT) and not gha.condition("inputs.empty", CONTEXT)
+    failed = {**CONTEXT, "job": {"status": "failure"}}
+    assert not gha.condition("inputs.flag", failed)  # success() && (...), as GitHub adds it
+    assert gha.condition("always() && inputs.flag", failed) and gha.condition("${{ failure() }}", failed)
+    with pytest.raises(gha.ExpressionError, match="fromJSON"):
+        gha.render("${{ fromJSON('') }}", CONTEXT)  # what a job whose matrix output is empty dies on
+
+
+def test_every_expression_reads_and_none_chooses_a_constant() -> None:
+    """`a && <falsy> || b` is always b in GitHub's expressions (`&& 0 ||` gave every pull
+    request a depth-1 checkout); the check finds it."""
+    found = [(name, source) for name, workflow in _workflows().items() for source in gha.expressions(workflow)
+             if list(gha.constant_choices(gha.parse(source)))]
+    assert found == []
+    for bad in ("x == 'y' && 0 || 1", "a && '' || b", "format('{0}', a && false || b)", "!(a && null || b)"):
+        assert list(gha.constant_choices(gha.parse(bad))), bad
+    assert not list(gha.constant_choices(gha.parse("a && '0' || '1'")))
+
+
+# -- a pull request's checkout ---------------------------------------------------------------------
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def pull_request(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """An origin with main and a pull request branch (main moved on after the fork)."""
+    origin = tmp_path_factory.mktemp("origin")
+    _git(origin, "init", "-q", "-b", "main")
+    for data in ("variants", "engines", "smoke"):
+        subprocess.run(["cp", "-r", str(ROOT / data), str(origin / data)], check=True)
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "base")
+    base = _git(origin, "rev-parse", "HEAD")
+    _git(origin, "checkout", "-q", "-b", "pr")
+    (origin / "smoke" / "libtorch" / "smoke.cpp").write_text("// changed\n")
+    _git(origin, "commit", "-qam", "pr")
+    head = _git(origin, "rev-parse", "HEAD")
+    _git(origin, "checkout", "-q", "main")
+    (origin / "README.md").write_text("main moves on\n")
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "main")
+    return origin, base, head
+
+
+def _checkout(origin: Path, depth: int, dest: Path) -> None:
+    """actions/checkout of a pull request: its head, with `fetch-depth` commits (0: all, with
+    every branch)."""
+    _git(dest.parent, "init", "-q", dest.name)
+    refs = ["+refs/heads/*:refs/remotes/origin/*"] if depth == 0 else ["refs/heads/pr"]
+    _git(dest, "fetch", "-q", *([f"--depth={depth}"] if depth else []), origin.as_uri(), *refs)
+    _git(dest, "checkout", "-q", "origin/pr" if depth == 0 else "FETCH_HEAD")
+
+
+def _changes_job(fetch_depth: object, pull_request: tuple[Path, str, str], tmp_path: Path
+                 ) -> subprocess.CompletedProcess[str]:
+    origin, base, head = pull_request
+    context = {"github": {"event_name": "pull_request"}}
+    depth = int(float(gha.text(gha.render(fetch_depth, context))))
+    tmp_path.mkdir()
+    checkout = tmp_path / "checkout"
+    _checkout(origin, depth, checkout)
+    decide = gha.step("ci.yml", "changes", "engines to build")
+    env = {"EVENT": "pull_request", "BASE_SHA": base, "HEAD_SHA": head, "REQUESTED": "",
+           "GITHUB_OUTPUT": str(tmp_path / "output"), "PYTHONPATH": str(ROOT / "site_scons")}
+    return gha.run(decide, env, checkout, tmp_path / "step", path=[Path(sys.executable).parent])
+
+
+def test_a_pull_request_gets_the_history_its_diff_needs(pull_request: tuple[Path, str, str], tmp_path: Path) -> None:
+    [checkout] = [s for s in gha.steps("ci.yml", "changes") if str(s.body.get("uses", "")).startswith("actions/checkout")]
+    done = _changes_job(checkout.body["with"]["fetch-depth"], pull_request, tmp_path / "now")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "now" / "output").read_text() == "engines=libtorch\n"
+    # The expression the workflow had: GitHub gives a pull request depth 1, and the job exits 1.
+    old = _changes_job("${{ github.event_name == 'pull_request' && 0 || 1 }}", pull_request, tmp_path / "old")
+    assert old.returncode == 1 and "fetch-depth: 0" in old.stderr
