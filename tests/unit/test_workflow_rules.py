@@ -4,6 +4,7 @@ enough for `git diff base...head`."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,42 @@ def test_a_pull_request_gets_the_history_its_diff_needs(pull_request: tuple[Path
     # The expression the workflow had: GitHub gives a pull request depth 1, and the job exits 1.
     old = _changes_job("${{ github.event_name == 'pull_request' && 0 || 1 }}", pull_request, tmp_path / "old")
     assert old.returncode == 1 and "fetch-depth: 0" in old.stderr
+
+
+# -- exit statuses that reach the step ---------------------------------------------------------------
+
+# A command substitution inside another command's arguments (`echo "x=$(cmd)" >> "$GITHUB_OUTPUT"`,
+# `export X=$(cmd)`, `local x=$(cmd)`): the outer command's status is the step's, so a failing
+# `cmd` writes an empty output and the next job dies on something unrelated.
+HIDDEN_EXIT = re.compile(r"^\s*(?:echo|printf|export|local|declare|readonly)\b[^#\n]*\$\(", re.MULTILINE)
+
+
+def _hidden_exits(script: str) -> list[str]:
+    return [match.group(0).strip() for match in HIDDEN_EXIT.finditer(script)]
+
+
+def test_no_step_hides_a_commands_exit_status() -> None:
+    found = {step.where(): _hidden_exits(step.run) for step in gha.all_steps() if _hidden_exits(step.run)}
+    assert found == {}
+    for bad in ('echo "anira=$(python -m x)" >> "$GITHUB_OUTPUT"', "export X=$(false)", "  printf '%s' \"$(x)\""):
+        assert _hidden_exits(bad), bad
+    assert not _hidden_exits('x=$(python -m x)\necho "x=$x" >> "$GITHUB_OUTPUT"  # not "$(...)"')
+
+
+def _gate_step(script: str | None, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The release job's gate step with a `python` whose module fails, as GitHub runs it."""
+    step = gha.step("ci.yml", "release", "gate")
+    if script is not None:
+        step = gha.Step(step.workflow_name, step.job_name, {**step.body, "run": script}, step.shell)
+    fake = tmp_path / "bin"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "python").write_text("#!/bin/sh\necho 'error: no shared CPU archive' >&2\nexit 2\n")
+    (fake / "python").chmod(0o755)
+    return gha.run(step, {"GITHUB_OUTPUT": str(tmp_path / "output")}, tmp_path, tmp_path / "step", path=[fake])
+
+
+def test_a_failing_gate_command_fails_its_step(tmp_path: Path) -> None:
+    done = _gate_step(None, tmp_path / "now")
+    assert done.returncode == 2 and "no shared CPU archive" in done.stderr
+    old = 'echo "anira=$(python -m backends.downstream matrix --matrix ci-matrix.json --dist dist)" >> "$GITHUB_OUTPUT"'
+    assert _gate_step(old, tmp_path / "old").returncode == 0  # the finding: green, with `anira=` empty
