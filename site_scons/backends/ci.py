@@ -48,14 +48,16 @@ ENGINE_DIRS: tuple[str, ...] = ("engines", "smoke")
 # GitHub-hosted runner labels GitHub currently offers (docs: "GitHub-hosted runners",
 # standard and arm64 images).
 GITHUB_HOSTED_LABELS: frozenset[str] = frozenset({
-    "ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04", "ubuntu-24.04-arm", "ubuntu-22.04-arm",
+    "ubuntu-latest", "ubuntu-24.04", "ubuntu-24.04-arm",
     "macos-latest", "macos-26", "macos-15", "macos-14", "macos-15-intel",
     "windows-latest", "windows-2025", "windows-2022", "windows-11-arm",
 })
-# Labels GitHub has retired, with the current image that replaces each: a job on a retired
-# label waits for a runner that never comes, or fails at once.
+# Labels GitHub has retired or deprecated (Ubuntu 22.04 since September 2026), with the current
+# image that replaces each: a job on a retired label waits for a runner that never comes, or
+# fails at once, and a deprecated one is about to.
 RETIRED_LABELS: Mapping[str, str] = {
     "ubuntu-18.04": "ubuntu-24.04", "ubuntu-20.04": "ubuntu-24.04",
+    "ubuntu-22.04": "ubuntu-24.04", "ubuntu-22.04-arm": "ubuntu-24.04-arm",
     "macos-10.15": "macos-15-intel", "macos-11": "macos-15-intel", "macos-12": "macos-15-intel",
     "macos-13": "macos-15-intel",
     "windows-2016": "windows-2025", "windows-2019": "windows-2025",
@@ -152,7 +154,7 @@ def check_entries(entries: Sequence[Mapping[str, object]]) -> None:
     ids = {str(entry["id"]) for entry in entries}
     for entry in entries:
         if entry["runner"] in RETIRED_LABELS:
-            raise CiError(f"{entry['id']}: runner {entry['runner']!r} was retired by GitHub; "
+            raise CiError(f"{entry['id']}: runner {entry['runner']!r} is retired or deprecated by GitHub; "
                           f"use {RETIRED_LABELS[str(entry['runner'])]!r} in its variants/*.toml entry")
         if entry["runner"] not in GITHUB_HOSTED_LABELS:
             raise CiError(f"{entry['id']}: runner {entry['runner']!r} is not a GitHub-hosted label "

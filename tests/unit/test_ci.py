@@ -455,8 +455,9 @@ def test_retired_runner_labels_are_refused(full_matrix: list[dict[str, Any]]) ->
     assert ci.GITHUB_HOSTED_LABELS.isdisjoint(ci.RETIRED_LABELS) and set(RUNNERS).isdisjoint(ci.RETIRED_LABELS)
     assert set(ci.RETIRED_LABELS.values()) <= ci.GITHUB_HOSTED_LABELS
     leg = next(e for e in full_matrix if not e["needs"])
-    for label in ("macos-13", "ubuntu-20.04", "windows-2019"):
-        with pytest.raises(ci.CiError, match=f"runner '{label}' was retired by GitHub; use '{ci.RETIRED_LABELS[label]}'"):
+    for label in ("macos-13", "ubuntu-20.04", "ubuntu-22.04", "ubuntu-22.04-arm", "windows-2019"):
+        with pytest.raises(ci.CiError, match=f"runner '{label}' is retired or deprecated by GitHub; "
+                                             f"use '{ci.RETIRED_LABELS[label]}'"):
             ci.check_entries([{**leg, "runner": label}])
 
 
