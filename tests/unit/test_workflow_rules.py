@@ -202,3 +202,58 @@ def test_a_failing_gate_command_fails_its_step(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no shared CPU archive" in done.stderr
     old = 'echo "anira=$(python -m backends.downstream matrix --matrix ci-matrix.json --dist dist)" >> "$GITHUB_OUTPUT"'
     assert _gate_step(old, tmp_path / "old").returncode == 0  # the finding: green, with `anira=` empty
+
+
+# -- artifacts, checkouts, schedules ------------------------------------------------------------------
+
+def _job_grants(workflow: dict[Any, Any], job: dict[Any, Any]) -> dict[str, str]:
+    permissions = job.get("permissions", workflow.get("permissions")) or {}
+    return {str(scope): str(level) for scope, level in permissions.items()}
+
+
+def test_artifacts_are_downloaded_by_run_id_and_token() -> None:
+    """download-artifact without run-id and github-token may miss an earlier attempt's
+    artifacts on "Re-run failed jobs"; with them it reads the run's artifacts through the API,
+    which needs actions: read."""
+    workflows = _workflows()
+    downloads = [step for step in gha.all_steps(workflows)
+                 if str(step.body.get("uses", "")).startswith("actions/download-artifact@")]
+    assert downloads
+    for step in downloads:
+        assert step.body["with"].get("run-id") == "${{ github.run_id }}", step.where()
+        assert step.body["with"].get("github-token") == "${{ github.token }}", step.where()
+        workflow = workflows[step.workflow_name]
+        assert _job_grants(workflow, workflow["jobs"][step.job_name]).get("actions") in ("read", "write"), step.where()
+
+
+def test_a_tags_artifacts_outlive_a_month() -> None:
+    """A release re-run weeks after the tag still finds every archive the release needs."""
+    tag = {"inputs": {"release": True}, "github": {"ref": "refs/tags/v1.0.0"}}
+    push = {"inputs": {"release": False}, "github": {"ref": "refs/heads/main"}}
+    archives = [step for step in gha.all_steps() if str(step.body.get("uses", "")).startswith("actions/upload-artifact@")
+                and not str(step.body["with"]["name"]).startswith("logs-")]
+    assert archives
+    for step in archives:
+        days = float(gha.text(gha.render(step.body["with"]["retention-days"], tag)))
+        assert days >= 30, step.where()
+    leg = next(step for step in archives if step.workflow_name == "_legs.yml")
+    assert float(gha.text(gha.render(leg.body["with"]["retention-days"], push))) == 14  # a push's are not kept
+
+
+def test_no_checkout_leaves_its_token_behind_but_the_one_that_pushes() -> None:
+    """actions/checkout writes the token into .git/config unless persist-credentials is
+    false, where the upstream build code (and anira's tests) that run after it can read it."""
+    checkouts = [step for step in gha.all_steps() if str(step.body.get("uses", "")).startswith("actions/checkout@")]
+    kept = [step.where() for step in checkouts if (step.body.get("with") or {}).get("persist-credentials") is not False]
+    pushes = gha.steps("pins.yml", "lock")[0]  # pin_refresh.py pushes the pins branch with its token
+    assert str(pushes.body["uses"]).startswith("actions/checkout@") and kept == [pushes.where()]
+
+
+def test_the_pins_workflow_runs_weekly_on_every_engine() -> None:
+    workflow = gha.load("pins.yml")
+    [schedule] = gha.triggers(workflow)["schedule"]
+    minute, hour, day, month, weekday = schedule["cron"].split()
+    assert (day, month) == ("*", "*") and weekday.isdigit()  # once a week
+    scheduled = {"inputs": {}, "github": {"event_name": "schedule"}}
+    for name in ("scons lock", "pull request"):
+        assert gha.render(gha.step("pins.yml", "lock", name).body["env"]["ENGINE"], scheduled) == "all"
