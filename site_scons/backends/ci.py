@@ -338,6 +338,8 @@ class Setup:
     sign: bool
     probes: tuple[str, ...] = ()  # backends.probes modules the build runs; CI runs each with --install first
     free_disk: bool = False  # remove the Linux runner's preinstalled SDKs first (the leg's `free_disk`)
+    download_cache: bool = True  # keep .cache/downloads in the Actions cache (not for multi-GB origins)
+    compiler_cache_max: str = ""  # the compiler cache's size cap (ccache/sccache max-size), with a launcher
 
     def outputs(self) -> dict[str, str]:
         return {
@@ -351,6 +353,8 @@ class Setup:
             "sign": _flag(self.sign),
             "probes": " ".join(self.probes),
             "free_disk": _flag(self.free_disk),
+            "download_cache": _flag(self.download_cache),
+            "compiler_cache_max": self.compiler_cache_max,
         }
 
 
@@ -400,6 +404,25 @@ def compiler_launcher(plan: Plan) -> str:
     return "ccache"
 
 
+# The repository's Actions cache holds 10 GB, and GitHub evicts the least recently used entries
+# beyond that, so caches that outgrow it mostly miss. The compiler caches get 6 GB of it,
+# shared by the legs one engine has (a change to an engine rebuilds its legs at once; hits
+# get no job and write nothing): each is capped at that share over the most compiling legs
+# an engine has. The rest is left to the download caches, which CUDA legs do not use: their
+# origins are multi-GB upstream zips that would evict everything else for one leg.
+COMPILER_CACHE_SHARE_MB = 6000
+NO_DOWNLOAD_CACHE_FLAVORS = ("cuda",)
+
+
+def compiler_cache_max(plans: Iterable[Plan]) -> str:
+    """ccache/sccache `max-size` for every compiling leg, e.g. "272M" (see above)."""
+    per_engine: dict[str, int] = {}
+    for plan in plans:
+        if compiler_launcher(plan):
+            per_engine[plan.leg.engine] = per_engine.get(plan.leg.engine, 0) + 1
+    return f"{COMPILER_CACHE_SHARE_MB // max(per_engine.values(), default=1)}M"
+
+
 def _emsdk(plan: Plan, pins: Mapping[str, str]) -> str:
     """The emsdk to install for an emscripten leg, unless its build fetches its own or its
     source is checked out with one (ORT's build.py activates the emsdk submodule it pins)."""
@@ -412,19 +435,23 @@ def _emsdk(plan: Plan, pins: Mapping[str, str]) -> str:
     return pins.get("emsdk", "latest")
 
 
-def leg_setup(plan: Plan, pins: Mapping[str, str]) -> Setup:
+def leg_setup(plan: Plan, pins: Mapping[str, str], cache_max: str = "") -> Setup:
+    """What `plan`'s runner needs; `cache_max` is compiler_cache_max over the matrix."""
     leg = plan.leg
+    launcher = compiler_launcher(plan)
     return Setup(
         ndk=leg.toolchain == "android",
         msvc_arch=leg.msvc_arch,
         emsdk=_emsdk(plan, pins),
         bazelisk=_uses_program(_commands(plan), "bazel", "bazelisk"),
         apt=_apt_packages(plan) if leg.os in ("linux", "android") else (),
-        launcher=compiler_launcher(plan),
+        launcher=launcher,
         python_build_deps=bool(plan.build),
         sign=signs(leg),
         probes=probes(plan),
         free_disk=leg.free_disk,
+        download_cache=leg.flavor not in NO_DOWNLOAD_CACHE_FLAVORS,
+        compiler_cache_max=cache_max if launcher else "",
     )
 
 
@@ -433,7 +460,7 @@ def setup_for(leg_id: str, matrix: Matrix) -> Setup:
         leg = matrix.leg(leg_id)
     except KeyError:
         raise CiError(f"unknown leg {leg_id!r}; `scons -Q list` shows every leg id") from None
-    return leg_setup(plan_all(matrix, [leg])[0], matrix.engines[leg.engine].pins)
+    return leg_setup(plan_all(matrix, [leg])[0], matrix.engines[leg.engine].pins, compiler_cache_max(plan_all(matrix)))
 
 
 # -- output ---------------------------------------------------------------------------------

@@ -576,10 +576,29 @@ def matrix():  # type: ignore[no-untyped-def]
     # the build only probes glslc; CI installs what the probe needs before it
     ("executorch-linux-x86_64-gpu-static", {"probes": "glslc", "apt": ""}),
     ("executorch-linux-x86_64-static", {"probes": ""}),
+    # multi-GB CUDA origins stay out of the Actions cache; a compiling leg's cache is capped
+    ("libtorch-linux-x86_64-cuda-shared", {"download_cache": "false", "compiler_cache_max": ""}),
+    ("onnxruntime-linux-x86_64-cuda-shared", {"download_cache": "false"}),
+    ("onnxruntime-linux-x86_64-shared", {"download_cache": "true"}),
 ])
 def test_leg_setup(matrix, leg: str, expected: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
     outputs = ci.setup_for(leg, matrix).outputs()
     assert {key: outputs[key] for key in expected} == expected
+
+
+def test_compiler_caches_of_one_engine_fit_the_repositorys_cache(matrix) -> None:  # type: ignore[no-untyped-def]
+    """GitHub keeps 10 GB of caches per repository and evicts beyond it: the caches one
+    engine's legs write at once fit the share, so they do not evict each other."""
+    plans = plan_all(matrix)
+    cap = ci.compiler_cache_max(plans)
+    compiling = [plan for plan in plans if ci.compiler_launcher(plan)]
+    most = max(sum(1 for plan in compiling if plan.leg.engine == engine) for engine in ENGINES)
+    assert cap.endswith("M") and int(cap[:-1]) * most <= ci.COMPILER_CACHE_SHARE_MB < 10_000
+    assert {ci.setup_for(plan.leg.id, matrix).compiler_cache_max for plan in compiling[:3]} == {cap}
+    assert int(ci.compiler_cache_max(plans + compiling)[:-1]) < int(cap[:-1])  # more legs, smaller caches
+    build = (ROOT / ".github/workflows/_legs.yml").read_text()
+    assert "max-size: ${{ steps.setup.outputs.compiler_cache_max }}" in build
+    assert "if: steps.setup.outputs.download_cache == 'true'" in build
 
 
 def test_setup_unknown_leg(matrix) -> None:  # type: ignore[no-untyped-def]
