@@ -204,11 +204,34 @@ def test_triggers_concurrency_and_release_gate() -> None:
     triggers = workflow.get("on", workflow.get(True))
     assert triggers["push"] == {"branches": ["main"], "tags": ["v*"]} and "pull_request" in triggers
     assert workflow["concurrency"]["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
-    assert "github.sha" in workflow["concurrency"]["group"]  # main and tag runs never share a group
     release_job = workflow["jobs"]["release"]
     assert "github.event_name == 'push'" in release_job["if"] and "refs/tags/v" in release_job["if"]
     assert release_job["permissions"]["contents"] == "write"
     assert any("python -m backends.release" in step.get("run", "") for step in release_job["steps"])
+
+
+def _run_of(event: str, ref: str, run_id: int, number: int = 0) -> dict[str, Any]:
+    return {"github": {"event_name": event, "ref": ref, "run_id": float(run_id),
+                       "event": {"pull_request": {"number": float(number)}}}}
+
+
+def test_runs_share_a_concurrency_group_only_where_one_may_wait_for_the_other() -> None:
+    """Evaluated as GitHub evaluates it: pushes to main queue in one group (never cancelled);
+    each tag and each manual run is alone; a pull request's new push cancels its old run."""
+    concurrency = _load("ci.yml")["concurrency"]
+
+    def group(run: dict[str, Any]) -> str:
+        return str(gha.render(concurrency["group"], run))
+
+    main1, main2 = _run_of("push", "refs/heads/main", 1), _run_of("push", "refs/heads/main", 2)
+    tag, other_tag = _run_of("push", "refs/tags/v1.0.0", 3), _run_of("push", "refs/tags/v1.0.1", 4)
+    manual1, manual2 = _run_of("workflow_dispatch", "refs/heads/main", 5), _run_of("workflow_dispatch", "refs/heads/main", 6)
+    pr1, pr2 = _run_of("pull_request", "refs/pull/7/merge", 7, 7), _run_of("pull_request", "refs/pull/7/merge", 8, 7)
+    assert group(main1) == group(main2) and group(pr1) == group(pr2)
+    assert len({group(run) for run in (main1, tag, other_tag, manual1, manual2, pr1)}) == 6
+    cancels = {name: gha.render(concurrency["cancel-in-progress"], run)
+               for name, run in (("main", main1), ("tag", tag), ("manual", manual1), ("pr", pr1))}
+    assert cancels == {"main": False, "tag": False, "manual": False, "pr": True}
 
 
 def test_actions_are_pinned_to_a_version() -> None:
