@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -257,3 +258,78 @@ def test_the_pins_workflow_runs_weekly_on_every_engine() -> None:
     scheduled = {"inputs": {}, "github": {"event_name": "schedule"}}
     for name in ("scons lock", "pull request"):
         assert gha.render(gha.step("pins.yml", "lock", name).body["env"]["ENGINE"], scheduled) == "all"
+
+
+# -- actions ---------------------------------------------------------------------------------------
+
+USES = re.compile(r"^\s*(?:- )?uses: (?P<action>\S+?)@(?P<ref>\S+)(?P<comment>.*)$", re.MULTILINE)
+PINNED = re.compile(r"[0-9a-f]{40}")
+VERSION_COMMENT = re.compile(r"\s+# (v\d+(?:\.\d+){0,2})\s*")
+DOCS = ROOT / "docs" / "ci-and-release.md"
+
+
+def _uses(text: str) -> list[tuple[str, str, str]]:
+    """(action, ref, version comment) of every `uses:` but the local workflow calls."""
+    found = []
+    for match in USES.finditer(text):
+        if match.group("action").startswith("./"):
+            continue
+        version = VERSION_COMMENT.fullmatch(match.group("comment"))
+        found.append((match.group("action"), match.group("ref"), version.group(1) if version else ""))
+    return found
+
+
+def _pin_problems(text: str, table: dict[str, tuple[str, str]]) -> list[str]:
+    problems = []
+    for action, ref, version in _uses(text):
+        if not PINNED.fullmatch(ref) or not version:
+            problems.append(f"{action}@{ref}: pin a full commit with `# vX.Y.Z` after it")
+        elif table.get(action.split("/restore")[0].split("/save")[0]) != (version, ref):
+            problems.append(f"{action}@{ref} # {version}: not what docs/ci-and-release.md lists")
+    return problems
+
+
+def _docs_table() -> dict[str, tuple[str, str]]:
+    rows = re.findall(r"^\| `([\w./-]+)`[^|]*\| (v[\d.]+) \| `([0-9a-f]{40})` \|$", DOCS.read_text(), re.MULTILINE)
+    return {action: (version, commit) for action, version, commit in rows}
+
+
+def test_every_action_is_pinned_by_commit_as_the_docs_list() -> None:
+    table = _docs_table()
+    used = set()
+    for path in sorted(gha.WORKFLOWS.glob("*.yml")):
+        text = path.read_text()
+        assert _pin_problems(text, table) == [], path.name
+        used |= {action.split("/restore")[0].split("/save")[0] for action, _, _ in _uses(text)}
+    assert used == set(table)  # no row for an action nothing uses
+    for bad in ("      - uses: actions/checkout@v4\n", "      - uses: actions/checkout@" + "a" * 40 + "\n",
+                "      - uses: actions/checkout@" + "a" * 40 + "  # v7.0.1\n"):
+        assert _pin_problems(bad, table), bad
+
+
+def test_the_import_script_keeps_the_certificate_in_its_own_keychain(tmp_path: Path) -> None:
+    """tools/import-developer-id.sh with `security`, `openssl` and `base64` faked (no macOS here):
+    the order of the commands, the .p12 removed afterwards, no secret printed."""
+    fake, log = tmp_path / "bin", tmp_path / "calls"
+    fake.mkdir()
+    for name, body in (("security", 'if [ "$1 $2" = "list-keychains -d" ] && [ $# -eq 3 ]; then '
+                                    'echo \'    "/Users/runner/Library/Keychains/login.keychain-db"\'; fi'),
+                       ("openssl", "echo k3ychainpass"), ("base64", "cat")):
+        (fake / name).write_text(f'#!/bin/sh\necho "{name} $*" >> "{log}"\n{body}\n')
+        (fake / name).chmod(0o755)
+    step = gha.step("_legs.yml", "build", "import the Developer ID certificate")
+    assert step.run.strip() == "bash tools/import-developer-id.sh"
+    env = {"DEV_ID_APP_CERT": "cert-bytes", "DEV_ID_APP_PWD": "p12-secret", "RUNNER_TEMP": str(tmp_path)}
+    done = gha.run(step, env, ROOT, tmp_path / "step", path=[fake])
+    assert done.returncode == 0, done.stderr
+    calls = [line.split()[:2] for line in log.read_text().splitlines() if line.startswith("security")]
+    assert [c[1] for c in calls] == ["create-keychain", "set-keychain-settings", "unlock-keychain", "import",
+                                     "set-key-partition-list", "list-keychains", "list-keychains"]
+    search = log.read_text().splitlines()[-1].split()
+    assert search[-2:] == [str(tmp_path / "anira-signing.keychain-db"),
+                           "/Users/runner/Library/Keychains/login.keychain-db"]
+    assert not (tmp_path / "anira-signing.p12").exists()
+    assert "p12-secret" not in done.stdout + done.stderr and "k3ychainpass" not in done.stdout + done.stderr
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck:
+        assert subprocess.run([shellcheck, str(ROOT / "tools" / "import-developer-id.sh")]).returncode == 0
