@@ -58,6 +58,7 @@ from backends.lock import bump_version  # noqa: E402
 from backends.model.matrix import load_matrix  # noqa: E402
 from backends.model.recipes import plan_all  # noqa: E402
 from backends.pins import Changes, apply  # noqa: E402
+from scratch import project_copy  # noqa: E402
 from fake_github import REPO as GITHUB_REPO, TOKEN, FakeGitHub, serve  # noqa: E402
 
 TREE = ("SConstruct", "requirements.txt", "site_scons", "variants", "engines", "smoke")
@@ -97,12 +98,7 @@ def simulation_tree(dest: Path) -> tuple[Path, Signer]:
     key is one made here; returns it and that key's signer (CI's ANIRA_BINARY_CACHE_KEY)."""
     tree = dest / "tree"
     tree.mkdir(parents=True)
-    for name in TREE:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.toml.lock"))
-        else:
-            shutil.copy(source, tree / name)
+    project_copy(tree, TREE)
     fill_pins(tree)
     secret, public = keygen(dest / "keys" / "ci-key")
     (tree / "keys").mkdir()

@@ -28,7 +28,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, TextIO
 
 from .model.matrix import Matrix, engine_names, load_matrix
 from .model.plan import Command, Plan
@@ -467,25 +467,25 @@ def setup_for(leg_id: str, matrix: Matrix) -> Setup:
 
 def write_outputs(outputs: Mapping[str, str], environ: Mapping[str, str] | None = None) -> None:
     """Append `key=value` lines to $GITHUB_OUTPUT (values are single-line JSON or words)."""
-    environ = os.environ if environ is None else environ
-    lines = "".join(f"{key}={value}\n" for key, value in outputs.items())
-    target = environ.get("GITHUB_OUTPUT")
-    if target:
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write(lines)
-    else:
-        sys.stdout.write(lines)
+    append_to_runner_file("GITHUB_OUTPUT", "".join(f"{key}={value}\n" for key, value in outputs.items()),
+                          sys.stdout, environ)
 
 
 def write_summary(markdown: str, environ: Mapping[str, str] | None = None) -> None:
     """Append to the job summary ($GITHUB_STEP_SUMMARY), or to stderr outside CI."""
-    environ = os.environ if environ is None else environ
-    target = environ.get("GITHUB_STEP_SUMMARY")
+    append_to_runner_file("GITHUB_STEP_SUMMARY", markdown + "\n", sys.stderr, environ)
+
+
+def append_to_runner_file(variable: str, text: str, fallback: TextIO,
+                          environ: Mapping[str, str] | None = None) -> None:
+    """Append to the file the runner names in `variable` ($GITHUB_OUTPUT, $GITHUB_ENV, ...);
+    outside CI, write to `fallback`."""
+    target = (os.environ if environ is None else environ).get(variable)
     if target:
         with open(target, "a", encoding="utf-8") as handle:
-            handle.write(markdown + "\n")
+            handle.write(text)
     else:
-        sys.stderr.write(markdown + "\n")
+        fallback.write(text)
 
 
 def _read_matrix(path: str) -> object:

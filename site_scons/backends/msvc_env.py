@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from .ci import append_to_runner_file
+
 VSWHERE = Path("Microsoft Visual Studio") / "Installer" / "vswhere.exe"
 # The workload component that holds each target's compiler.
 COMPONENTS = {"x64": "Microsoft.VisualStudio.Component.VC.Tools.x86.x64",
@@ -103,13 +105,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     except MsvcError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    text = github_env_lines(variables)
-    target = environ.get("GITHUB_ENV")
-    if target:
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write(text)
-    else:
-        sys.stdout.write(text)
+    append_to_runner_file("GITHUB_ENV", github_env_lines(variables), sys.stdout, environ)
     print(f"MSVC environment: {vcvarsall} {argument} ({len(variables)} variables)", file=sys.stderr)
     return 0
 

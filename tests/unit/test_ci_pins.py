@@ -7,7 +7,6 @@ some inputs fail, and opens the pull request. (tests/unit/test_ci.py lints every
 from __future__ import annotations
 
 import json
-import shutil
 import stat
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 from backends import ci
 import gha
 from fake_github import REPO, TOKEN, serve
+from scratch import project_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -42,14 +42,7 @@ def _plan_step() -> gha.Step:
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A checkout of this project as the plan job has it: its data and code, the pins as they are."""
-    checkout = tmp_path_factory.mktemp("checkout")
-    for name in TREE:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, checkout / name, ignore=shutil.ignore_patterns("__pycache__", "*.toml.lock"))
-        else:
-            shutil.copy(source, checkout / name)
-    return checkout
+    return project_copy(tmp_path_factory.mktemp("checkout"), TREE)
 
 
 @pytest.fixture(scope="module")

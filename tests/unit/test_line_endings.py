@@ -17,6 +17,7 @@ from backends.line_endings import checkout_sha256, is_text, normalised
 from backends.model.matrix import load_matrix
 from backends.model.recipes import plan_all
 from backends.steps.files import sha256_file
+from scratch import project_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 # What a checkout needs to plan and key every leg.
@@ -80,14 +81,8 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A repository holding this tree as it is now, committed with its attributes."""
     if shutil.which("git") is None:
         pytest.skip("needs git")
-    repo = tmp_path_factory.mktemp("origin")
+    repo = project_copy(tmp_path_factory.mktemp("origin"), TREE)
     _git(repo, "init", "-q", "-b", "main")
-    for name in TREE:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, repo / name, ignore=shutil.ignore_patterns("__pycache__", "*.toml.lock"))
-        else:
-            shutil.copy(source, repo / name)
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "tree")
     return repo
