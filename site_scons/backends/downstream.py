@@ -98,7 +98,7 @@ def present(entries: Sequence[Mapping[str, Any]], dist: Path, platform: str) -> 
 def gate_matrix(entries: Sequence[Mapping[str, Any]], dist: Path) -> list[dict[str, str]]:
     """One job per gated platform with at least one archive anira can take (Linux x86_64
     always: without one the release has nothing anira's tests can check)."""
-    jobs = []
+    jobs: list[dict[str, str]] = []
     for platform in GATED_PLATFORMS:
         legs = present(entries, dist, platform)
         if legs:
