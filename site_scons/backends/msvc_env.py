@@ -29,15 +29,17 @@ HOSTS = {"AMD64": "x64", "ARM64": "arm64"}  # PROCESSOR_ARCHITECTURE -> vcvarsal
 INSTALL = ("install Visual Studio 2022 Build Tools with the \"Desktop development with C++\" workload "
            "(and, for arm64, the MSVC ARM64 build tools component)")
 
-Run = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
+# An argument list, or for cmd.exe a whole command line: Python's quoting of a list (\" inside
+# "...") is not cmd's.
+Run = Callable[[Sequence[str] | str], subprocess.CompletedProcess[str]]
 
 
 class MsvcError(RuntimeError):
     """No usable MSVC on this host; the message says what to install."""
 
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, check=False)
+def _run(argv: Sequence[str] | str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv if isinstance(argv, str) else list(argv), capture_output=True, text=True, check=False)
 
 
 def vcvars_argument(target: str, host: str) -> str:
@@ -70,7 +72,8 @@ def developer_environment(vcvarsall: Path, argument: str, environ: Mapping[str, 
                           run: Run = _run) -> dict[str, str]:
     """The variables vcvarsall sets or changes (names as cmd spells them)."""
     marker = f"--anira-env-{secrets.token_hex(8)}--"
-    done = run(["cmd.exe", "/d", "/s", "/c", f'call "{vcvarsall}" {argument} && echo {marker} && set'])
+    # /s: cmd drops the outer quotes and runs the rest as typed, the path's own quotes kept.
+    done = run(f'cmd.exe /d /s /c "call "{vcvarsall}" {argument} && echo {marker} && set"')
     output = done.stdout.split(marker, 1)
     if done.returncode != 0 or len(output) != 2:
         raise MsvcError(f"{vcvarsall} {argument} failed (exit {done.returncode}): "

@@ -22,11 +22,12 @@ def _host(tmp_path: Path, *, tools: bool = True) -> tuple[dict[str, str], list[l
     (install / "VC" / "Auxiliary" / "Build" / "vcvarsall.bat").write_text("")
     calls: list[list[str]] = []
 
-    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        calls.append(list(argv))
-        if argv[0].endswith("vswhere.exe"):
+    def run(argv: Sequence[str] | str) -> subprocess.CompletedProcess[str]:
+        calls.append([argv] if isinstance(argv, str) else list(argv))
+        if not isinstance(argv, str) and argv[0].endswith("vswhere.exe"):
             return subprocess.CompletedProcess(argv, 0, f"{install}\n" if tools else "", "")
-        marker = argv[-1].split("echo ")[1].split(" &&")[0]
+        assert isinstance(argv, str)  # cmd.exe gets its own command line, quoted as cmd reads it
+        marker = argv.split("echo ")[1].split(" &&")[0]
         listing = "Path=C:\\VS\\bin;C:\\Windows\nINCLUDE=C:\\VS\\include\nUNCHANGED=same\nVSCMD_VER=17.14\n"
         return subprocess.CompletedProcess(argv, 0, f"** Visual Studio 2022 Developer Command Prompt\n{marker}\n"
                                                     f"{listing}", "")
@@ -50,7 +51,9 @@ def test_what_vcvarsall_sets_reaches_the_later_steps(tmp_path: Path) -> None:
     assert msvc_env.main(["--arch", "x64"], environ, run) == 0
     assert calls[0][1:] == ["-latest", "-products", "*", "-requires", msvc_env.COMPONENTS["x64"], "-property",
                             "installationPath"]
-    assert calls[1][:4] == ["cmd.exe", "/d", "/s", "/c"] and "vcvarsall.bat\" x64 &&" in calls[1][4]
+    vcvarsall = tmp_path / "BuildTools" / "VC" / "Auxiliary" / "Build" / "vcvarsall.bat"
+    assert calls[1][0].startswith(f'cmd.exe /d /s /c "call "{vcvarsall}" x64 && echo --anira-env-')
+    assert calls[1][0].endswith(' && set"')
     # Changed or new, whatever the case of the name; the banner and the unchanged one are not.
     assert _env_file(tmp_path / "github_env") == {"Path": "C:\\VS\\bin;C:\\Windows", "INCLUDE": "C:\\VS\\include",
                                                   "VSCMD_VER": "17.14"}
