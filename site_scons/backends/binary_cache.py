@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 from .cache_trust import SIGNATURE_SUFFIX, key_id
 from .locations import is_url
 from .locks import FileLock
+from .model.plan import RELEASE_ASSET_MAX_BYTES
 from .github import DEFAULT_API, GitHub, GitHubError, RateLimited, choose_release, holds
 from .steps.files import remove_path, sha256_file
 from .steps.manifest import build_seconds
@@ -661,6 +662,10 @@ class GitHubReleaseStore:
         if not self.token:
             raise ReadOnly(f"{self.location}: no GITHUB_TOKEN to upload with")
         archive = _archive_of(files)
+        size = archive.stat().st_size
+        if size > RELEASE_ASSET_MAX_BYTES:
+            raise CacheError(f"{self.location}: not stored: {archive.name} is {size:,} bytes, over the "
+                             f"{RELEASE_ASSET_MAX_BYTES:,}-byte release-asset limit GitHub uploads stop at")
         leg = _leg_of(files, archive)
         names = f"{key}-{archive.name}", f"{key}-{archive.name}{ENTRY_SUFFIX}"
         labels = leg, entry_label(leg, files, archive)

@@ -59,6 +59,7 @@ class Settings:
     origins: Mapping[str, str]
     binary_caches: tuple[str, ...] = ()
     binary_cache_write: bool = True
+    lock_minutes: int = 0  # `scons lock`: no fetch starts after this long (0: no bound)
     signer: Signer | None = None  # signs what is stored
     trust: Trust = Trust(frozenset())  # whose entries are restored
 
@@ -264,6 +265,7 @@ def _settings(arguments: Mapping[str, str], root: Path, launch_dir: Path, enviro
         origins=parse_origins(value("origin"), launch_dir),
         binary_caches=_binary_caches(value("binary_cache"), launch_dir, root),
         binary_cache_write=parse_bool("binary_cache_write", value("binary_cache_write")),
+        lock_minutes=int(value("lock_minutes")),
         signer=signer,
         trust=trust,
     )

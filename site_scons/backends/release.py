@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import sbom
 from .github import GitHub, GitHubError, add_api_arguments, holds, redacting_printer
+from .model.plan import RELEASE_ASSET_MAX_BYTES
 from .steps.files import sha256_file
 
 SUMS_NAME = "SHA256SUMS"
@@ -57,7 +58,13 @@ class Asset:
 
     @classmethod
     def of(cls, path: Path) -> "Asset":
-        return cls(name=path.name, path=path, size=path.stat().st_size, sha256=sha256_file(path))
+        """The file as an asset; one GitHub would refuse is an error before it is hashed."""
+        size = path.stat().st_size
+        if size > RELEASE_ASSET_MAX_BYTES:
+            raise ReleaseError(f"{path.name} is {size:,} bytes, over the {RELEASE_ASSET_MAX_BYTES:,}-byte release-asset "
+                               "limit: GitHub would refuse the upload (verify refuses such an archive; was it built "
+                               "by an older verify?)")
+        return cls(name=path.name, path=path, size=size, sha256=sha256_file(path))
 
 
 @dataclass(frozen=True)

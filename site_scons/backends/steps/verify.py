@@ -92,8 +92,8 @@ def _check_size(view: ArchiveView, contract: Contract) -> list[str]:
     size = view.path.stat().st_size
     if size <= contract.max_bytes:
         return []
-    return [f"{view.path.name} is {size / 1024**3:.2f} GB, over the {contract.max_bytes / 1024**3:.0f} GB "
-            "release-asset limit"]
+    return [f"{view.path.name} is {size:,} bytes, over the {contract.max_bytes:,}-byte release-asset limit "
+            "(GitHub refuses larger uploads)"]
 
 
 def verify(archive: Path, contract: Contract, version: str, build_root: str = "",
