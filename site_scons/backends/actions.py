@@ -124,6 +124,9 @@ class RunContext:
     legs: dict[str, LegNodes] = field(default_factory=dict)
     steps: dict[str, Step] = field(default_factory=dict)  # record path -> step
     stores: list[Store] = field(default_factory=list)  # the binary caches, in lookup order
+    # dist/ did not exist when the run started: SCons makes it for the publish targets with
+    # the umask's mode, so the first publish gives it the mode dist/ has (publish.DIR_MODE).
+    makes_dist: bool = False
 
     @property
     def build_root(self) -> Path:
@@ -567,6 +570,8 @@ def publish(leg_id: str) -> StepResult:
     fields: dict[str, object] = {"leg_key": nodes.key.digest} if nodes.key and nodes.key.digest else {}
     if not nodes.restored_from:  # a restored manifest keeps its original build's smoke record
         fields["smoke"] = smoke_step.manifest_record(_read(nodes.dirs.steps / "smoke.json"))
+    if run.makes_dist:
+        os.chmod(run.dist, publish_step.DIR_MODE)
     published = publish_step.publish(nodes.archive, nodes.published, run.dist / ".stale", fields)
     run.summary.published(leg_id, nodes.published, published.files)
     print(f"[publish] dist/{nodes.published.name}: {published.size / 1e6:.1f} MB, {published.files} files",

@@ -80,8 +80,10 @@ def temp_path_for(path: str | os.PathLike[str]) -> Path:
     return Path(f"{os.fspath(path)}.tmp-{os.getpid()}")
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, fsync: bool = False) -> None:
-    """Write `data` to a temp file next to `path`, then rename it onto `path`.
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, fsync: bool = False,
+                       mode: int | None = None) -> None:
+    """Write `data` to a temp file next to `path`, then rename it onto `path`; with `mode`,
+    the file has it whatever the umask.
 
     No fsync unless asked: the guarantee build/ needs is against killed builds, not power
     loss; dist/ asks for it.
@@ -90,6 +92,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, fsync: bool = 
     temp = temp_path_for(final)
     try:
         with open(temp, "wb") as stream:
+            if mode is not None:
+                os.chmod(temp, mode)
             stream.write(data)
             if fsync:
                 stream.flush()
