@@ -23,10 +23,11 @@ import base64
 import binascii
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
+
+from .key_files import KeyFileError, create_key_pair, read_secret_key, read_trusted_keys
 
 FORMAT = 1
 SIGNATURE_SUFFIX = ".sig"
@@ -66,23 +67,21 @@ def key_id(public: str) -> str:
 
 
 def keygen(path: Path) -> tuple[Path, Path]:
-    """Write a new key pair: `path` (the secret, 0600, never overwritten) and `path.pub`."""
+    """Write a new key pair: `path` (the secret, 0600) and `path.pub` (0644), neither ever
+    overwritten (key_files.create_key_pair)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     public_path = path.with_name(path.name + ".pub")
-    if path.exists() or public_path.exists():
-        raise TrustError(f"{path} or {public_path} exists already; choose another name (a key is never "
-                         "overwritten)")
     secret = Ed25519PrivateKey.generate()
     seed = secret.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                                 serialization.NoEncryption())
     public = secret.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(SECRET_PREFIX + base64.b64encode(seed).decode("ascii") + "\n")
-    public_path.write_text(public_text(public) + "\n", encoding="ascii")
+    try:
+        create_key_pair(path, SECRET_PREFIX + base64.b64encode(seed).decode("ascii") + "\n", public_path,
+                        public_text(public) + "\n")
+    except KeyFileError as error:
+        raise TrustError(str(error)) from None
     return path, public_path
 
 
@@ -135,10 +134,9 @@ def load_signer(path: str, environ: Mapping[str, str]) -> Signer | None:
     """The writer's key: `binary_cache_key=PATH`, else ANIRA_BINARY_CACHE_KEY; None for neither."""
     if path:
         try:
-            text = Path(path).read_text(encoding="ascii")
-        except (OSError, UnicodeDecodeError) as error:
-            raise TrustError(f"binary_cache_key={path} cannot be read: {getattr(error, 'strerror', None) or error}") \
-                from None
+            text = read_secret_key(Path(path), f"binary_cache_key={path}")
+        except KeyFileError as error:
+            raise TrustError(str(error)) from None
         return Signer.from_text(text, f"binary_cache_key={path}")
     if environ.get(KEY_VARIABLE, "").strip():
         return Signer.from_text(environ[KEY_VARIABLE], KEY_VARIABLE)
@@ -230,9 +228,9 @@ def load_trust(spec: str, root: Path) -> Trust:
 def _key_file(path: Path) -> list[str]:
     """The public keys of a file, one per line, `#` comments and blank lines skipped."""
     try:
-        lines = path.read_text(encoding="ascii").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise TrustError(f"{path}: cannot read trusted keys ({getattr(error, 'strerror', None) or error})") from None
+        lines = read_trusted_keys(path, f"the trusted keys file {path}").splitlines()
+    except KeyFileError as error:
+        raise TrustError(str(error)) from None
     keys = [line.split("#", 1)[0].strip() for line in lines]
     for number, key in enumerate(keys, start=1):
         if key:

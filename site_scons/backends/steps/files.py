@@ -201,6 +201,23 @@ def relative_label(path: str | os.PathLike[str], root: Path) -> str:
         return os.fspath(path)
 
 
+def make_dirs(directory: Path, mode: int) -> None:
+    """`directory` and its missing parents, each made with `mode` whatever the umask (those
+    that exist keep theirs)."""
+    missing = []
+    while not directory.is_dir():
+        missing.append(directory)
+        directory = directory.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:
+            if not path.is_dir():
+                raise
+            continue  # made meanwhile, by whoever chose its mode
+        os.chmod(path, mode)
+
+
 def remove_path(path: Path) -> None:
     """Remove a file, symlink or whole directory; nothing when it is gone already."""
     if path.is_dir() and not path.is_symlink():

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from .archive import FORMATS
-from .files import atomic_write_bytes, canonical_json, hardlink_or_copy, remove_path, sha256_file, temp_path_for
+from .files import (atomic_write_bytes, canonical_json, hardlink_or_copy, make_dirs, remove_path, sha256_file,
+                    temp_path_for)
 
 SIDECARS = (".json", ".sha256")
 FILE_MODE = 0o644  # every file published into dist/ (archives, sidecars, release assets)
@@ -91,7 +92,7 @@ def publish(built: Path, dest: Path, stale_dir: Path, manifest_fields: Mapping[s
     withdrawn into `stale_dir` earlier is dropped once the current one is in place.
     An OSError names the file of dist/ that could not be written."""
     published = check_sidecars(built)
-    make_dirs(dest.parent)
+    make_dirs(dest.parent, DIR_MODE)
     sources, fields = published_files(built), dict(manifest_fields or {})
     in_dist = temp_path_for(dest.with_name(f".{dest.name}"))
     if not _same_filesystem(built.parent, dest.parent):
@@ -124,7 +125,7 @@ def _publish_via(staging: Path, sources: tuple[Path, ...], dest: Path, stale_dir
     targets = published_files(dest)
     remove_path(staging)
     try:
-        make_dirs(staging)
+        make_dirs(staging, DIR_MODE)
         staged = [_stage(source, staging / target.name, target, fields) for source, target in zip(sources, targets)]
         withdraw(dest, stale_dir)
         for temp, target in zip(staged, targets):
@@ -150,23 +151,9 @@ def _stage(source: Path, temp: Path, target: Path, fields: Mapping[str, object])
 def write_published(path: Path, data: bytes) -> None:
     """A file dist/ publishes beside the archives (a release's SBOM, SHA256SUMS): atomically,
     fsynced, with FILE_MODE."""
-    make_dirs(path.parent)
+    make_dirs(path.parent, DIR_MODE)
     atomic_write_bytes(path, data, fsync=True, mode=FILE_MODE)
 
-
-def make_dirs(directory: Path) -> None:
-    """`directory` and its missing parents, each made with DIR_MODE whatever the umask (the
-    ones that exist keep theirs)."""
-    missing = []
-    while not directory.is_dir():
-        missing.append(directory)
-        directory = directory.parent
-    for path in reversed(missing):
-        try:
-            path.mkdir()
-        except FileExistsError:  # made meanwhile (or a file there: the chmod says so)
-            pass
-        os.chmod(path, DIR_MODE)
 
 
 @contextmanager
@@ -199,7 +186,7 @@ def withdraw(archive: Path, stale_dir: Path) -> list[str]:
     for path in reversed(published_files(archive)):
         if not os.path.lexists(path):
             continue
-        make_dirs(stale_dir)
+        make_dirs(stale_dir, DIR_MODE)
         os.replace(path, stale_dir / path.name)
         moved.append(path.name)
     return moved
