@@ -233,6 +233,10 @@ def _key_file(path: Path) -> list[str]:
         raise TrustError(str(error)) from None
     keys = [line.split("#", 1)[0].strip() for line in lines]
     for number, key in enumerate(keys, start=1):
+        if key.startswith(SECRET_PREFIX):
+            raise TrustError(f"{path}:{number} is a secret key ({SECRET_PREFIX}..., not shown), not a public one: "
+                             "pass the .pub file cache-keygen wrote beside it; treat the key as exposed if this file "
+                             "was shared")
         if key:
             _raw(key, PUBLIC_PREFIX, f"{path}:{number}")
     return [key for key in keys if key]
