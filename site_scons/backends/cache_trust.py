@@ -160,6 +160,18 @@ class Trust:
         ids = ", ".join(sorted(key_id(k) for k in self.keys)) or "none"
         return f"trusted keys: {ids}{' (and unsigned entries)' if self.unsigned else ''}"
 
+    def admits(self, signer: str) -> bool:
+        """Whether an entry whose signature names `signer` ("" for none) may be taken, as
+        `problems` judges one whose signature verifies: so a restore kept from an earlier run
+        is held to this run's trust without reading the archive."""
+        return signer in self.keys or (self.unsigned and (not signer or not self.keys))
+
+    def judged(self, signer: str) -> dict[str, Any]:
+        """What a restore rests on, for its step's signature and record: the entry's signer and
+        the trusted set it is judged under. A change re-checks the entry; a set without the
+        signer does not take it at all (graph.py)."""
+        return {"signer": signer, "trusted": sorted(self.keys), "unsigned": self.unsigned}
+
     def problems(self, leg_key: str, archive: Path) -> list[str]:
         """Why the entry of `archive` is not vouched for (empty: it is)."""
         signature = archive.with_name(archive.name + SIGNATURE_SUFFIX)
@@ -190,6 +202,23 @@ class Trust:
             return (f"its signature vouches for other content ({', '.join(wrong)} differ): a replayed or "
                     "re-sealed entry")
         return ""
+
+
+def signer_of(archive: Path) -> str:
+    """The public key the signature beside `archive` names ("" when there is none it can be
+    read from). Not verified: a restore verifies the signature before it takes the entry;
+    this tells a later run whom it rested on."""
+    try:
+        body = json.loads(archive.with_name(archive.name + SIGNATURE_SUFFIX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    public = body.get("public_key") if isinstance(body, dict) else None
+    return public if isinstance(public, str) and public.isascii() else ""
+
+
+def signer_label(signer: str) -> str:
+    """A signer in messages and manifests: its key id, or `unsigned`."""
+    return f"key {key_id(signer)}" if signer else "unsigned"
 
 
 def _verifies(public: str, signature: str, body: Mapping[str, Any]) -> bool:

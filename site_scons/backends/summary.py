@@ -5,7 +5,7 @@ printed when the run ends (also after a failure), one per leg:
 
     published   <leg>  dist/<archive> (<size>, <n> files)[; stored in <binary caches>]
     restored    <leg>  dist/<archive> (...) from <binary cache> (key <short key>)
-    up to date  <leg>  dist/<archive>
+    up to date  <leg>  dist/<archive>[ restored from <binary cache> (key <short key>)]
     failed      <leg>  <step> failed; log: <path>
     withdrawn   <leg>  dist/<archive> moved to dist/.stale/ (its rebuild did not finish)
     not run     <leg>  smoke not run: <reason>   (in addition to published/up to date)
@@ -55,6 +55,8 @@ class Summary:
             self._leg(leg_id).published = f"dist/{archive.name} ({size / 1e6:.1f} MB, {files} files)"
 
     def restored(self, leg_id: str, store: str, key: str) -> None:
+        """The leg's archive is (or becomes) a binary cache entry's: said as it is published, and
+        when it is up to date."""
         with self._lock:
             self._leg(leg_id).restored = f"from {store} (key {key})"
 
@@ -96,7 +98,8 @@ class Summary:
                 stored = f"; stored in {', '.join(state.stored)}" if state.stored else ""
                 lines.append((0, f"  published   {name}  {state.published}{stored}"))
             elif archive.is_file():
-                lines.append((0, f"  up to date  {name}  dist/{archive.name}"))
+                restored = f" restored {state.restored}" if state.restored else ""
+                lines.append((0, f"  up to date  {name}  dist/{archive.name}{restored}"))
             else:
                 lines.append((1, f"  not built   {name}  (a step it depends on failed)"))
             if state.smoke_not_run:
