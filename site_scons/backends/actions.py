@@ -660,5 +660,7 @@ def store(leg_id: str) -> StepResult:
             not_stored.append(f"{cache.location}: {error}")
             warn(f"{leg_id} not stored: {error}")
     run.summary.stored(leg_id, stored)
+    # `entry`: what a later run checks each store in `stored` still holds (graph.py `_still_stored`).
     return StepResult({"key": nodes.key.digest, "stored": stored, "not stored": not_stored,
-                       "signed by": key_id(signer.public) if signer else ""})
+                       "signed by": key_id(signer.public) if signer else "",
+                       "entry": {path.name: path.stat().st_size for path in files}})

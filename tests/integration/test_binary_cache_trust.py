@@ -5,6 +5,9 @@
   `published`, and dist/'s manifest no longer says restored. A trusted set that keeps the
   signer re-checks the entry; a run without a cache under the same trust re-publishes it as
   `restored`, from the original store and key.
+- The store step's record covers the store: a changed writer key re-signs the entry (nothing
+  is rebuilt), an entry deleted or truncated in the store is put back, and a run that finds
+  the entry in place costs one look per store (stats, or HEADs on nginx), never a re-upload.
 - Key files on the command line: cache-keygen under umask 000, a secret key others can read,
   a fifo as the trust file.
 """
@@ -20,6 +23,7 @@ import pytest
 
 import fixtures
 from fixtures import fixbin_archive, scons
+from test_binary_cache import nginx  # noqa: F401  (the real WebDAV store, a fixture)
 
 from backends.cache_trust import key_id, keygen
 
@@ -146,6 +150,63 @@ def test_a_trusted_set_that_keeps_the_signer_rechecks_the_entry(project, tmp_pat
     assert f"{LEG} reruns: trust.trusted" in run.stdout, str(run)
     assert _summary(run, "restored") == {LEG} and (_published(project), _manifest(project)) == restored
     assert _steps(_ok(scons(project, LEG, both))) == []
+
+
+# --------------------------------------------------------------------------- the store's state
+
+def _entry(store: Path) -> Path:
+    (entry,) = [path for path in store.iterdir() if (path / ARCHIVE).is_file()]
+    return entry
+
+
+def test_a_changed_writer_key_re_signs_the_entry_without_rebuilding(project, tmp_path, keys):
+    store = tmp_path / "store"
+    _ok(scons(project, LEG, f"binary_cache={store}", f"binary_cache_key={keys.writer}"))
+    signature = _entry(store) / (ARCHIVE + ".sig")
+    assert json.loads(signature.read_text())["public_key"] == keys.public(keys.writer_pub)
+    rotated = (f"binary_cache={store}", f"binary_cache_key={keys.other}", f"binary_cache_trust={keys.other_pub}")
+    run = _ok(scons(project, LEG, *rotated))
+    assert _steps(run) == ["[store]"] and f"{LEG} reruns: signer" in run.stdout, str(run)
+    assert json.loads(signature.read_text())["public_key"] == keys.public(keys.other_pub)
+    assert _steps(_ok(scons(project, LEG, *rotated))) == []
+    _clean(project)
+    assert _summary(_ok(scons(project, LEG, *rotated)), "restored") == {LEG}
+
+
+@pytest.mark.parametrize("damage", ["entry deleted", "archive truncated", "signature deleted"])
+def test_an_entry_gone_from_a_directory_store_is_put_back(project, tmp_path, keys, damage):
+    store = tmp_path / "store"
+    args = (f"binary_cache={store}", f"binary_cache_key={keys.writer}")
+    _ok(scons(project, LEG, *args))
+    entry = _entry(store)
+    stored = {path.name: path.read_bytes() for path in entry.iterdir()}
+    if damage == "entry deleted":
+        shutil.rmtree(entry)
+    elif damage == "archive truncated":
+        (entry / ARCHIVE).write_bytes(stored[ARCHIVE][:100])
+    else:
+        (entry / (ARCHIVE + ".sig")).unlink()
+    run = _ok(scons(project, LEG, *args))
+    assert _steps(run) == ["[store]"] and f"is missing from {store}" in run.stdout, str(run)
+    assert {path.name: path.read_bytes() for path in entry.iterdir()} == stored
+    assert _steps(_ok(scons(project, LEG, *args))) == []
+
+
+def test_an_entry_gone_from_an_http_store_is_put_back_and_looked_at_with_heads(project, nginx, keys):
+    base, www = nginx
+    args = (f"binary_cache={base}/cache", f"binary_cache_key={keys.writer}")
+    _ok(scons(project, LEG, *args))
+    log = www.parent / "access.log"
+    (entry,) = list((www / "cache").iterdir())
+    stored = {path.name: path.read_bytes() for path in entry.iterdir()}
+    before = len(log.read_text().splitlines())
+    assert _steps(_ok(scons(project, LEG, *args))) == []
+    looked = [line.split('"')[1].split()[0] for line in log.read_text().splitlines()[before:]]
+    assert looked == ["HEAD"] * len(stored), looked  # one per file, no body moved
+    shutil.rmtree(entry)
+    run = _ok(scons(project, LEG, *args))
+    assert _steps(run) == ["[store]"] and f"is missing from {base}/cache" in run.stdout, str(run)
+    assert {path.name: path.read_bytes() for path in entry.iterdir()} == stored
 
 
 # --------------------------------------------------------------------------- key files on the command line
