@@ -5,7 +5,7 @@ printed when the run ends (also after a failure), one per leg:
 
     published   <leg>  dist/<archive> (<size>, <n> files)[; stored in <binary caches>]
     restored    <leg>  dist/<archive> (...) from <binary cache> (key <short key>)
-    up to date  <leg>  dist/<archive>[ restored from <binary cache> (key <short key>)]
+    up to date  <leg>  dist/<archive>[ restored from <binary cache> (key <short key>)][; stored in <binary caches>]
     failed      <leg>  <step> failed; log: <path>
     withdrawn   <leg>  dist/<archive> moved to dist/.stale/ (its rebuild did not finish)
     not run     <leg>  smoke not run: <reason>   (in addition to published/up to date)
@@ -92,14 +92,14 @@ class Summary:
                     lines.append((2, f"  withdrawn   {name}  dist/{archive.name} moved to dist/.stale/ "
                                      "(its rebuild did not finish)"))
                 continue
+            stored = f"; stored in {', '.join(state.stored)}" if state.stored else ""
             if state.published and state.restored:
                 lines.append((0, f"  restored    {name}  {state.published} {state.restored}"))
             elif state.published:
-                stored = f"; stored in {', '.join(state.stored)}" if state.stored else ""
                 lines.append((0, f"  published   {name}  {state.published}{stored}"))
             elif archive.is_file():
                 restored = f" restored {state.restored}" if state.restored else ""
-                lines.append((0, f"  up to date  {name}  dist/{archive.name}{restored}"))
+                lines.append((0, f"  up to date  {name}  dist/{archive.name}{restored}{stored}"))
             else:
                 lines.append((1, f"  not built   {name}  (a step it depends on failed)"))
             if state.smoke_not_run:

@@ -188,6 +188,7 @@ def test_an_entry_gone_from_a_directory_store_is_put_back(project, tmp_path, key
         (entry / (ARCHIVE + ".sig")).unlink()
     run = _ok(scons(project, LEG, *args))
     assert _steps(run) == ["[store]"] and f"is missing from {store}" in run.stdout, str(run)
+    assert f"up to date  {LEG}  dist/{ARCHIVE}; stored in {store}" in run.stdout, str(run)
     assert {path.name: path.read_bytes() for path in entry.iterdir()} == stored
     assert _steps(_ok(scons(project, LEG, *args))) == []
 
