@@ -24,6 +24,7 @@ import binascii
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -110,7 +111,7 @@ class Signer:
     def from_text(cls, text: str, what: str) -> "Signer":
         return cls(_raw(text, SECRET_PREFIX, what))
 
-    @property
+    @cached_property
     def public(self) -> str:
         return public_text(self._key().public_key().public_bytes_raw())
 

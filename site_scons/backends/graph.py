@@ -304,29 +304,34 @@ class Graph:
         # The alias names step manifests only: SCons content-hashes an alias's children on every
         # run, and the archive beside them can be a GB.
         targets = [publish[-1]]
-        if key and not nodes.restored_from and self.run.stores and self.settings.binary_cache_write:
-            signer = self.settings.signer
-            record = steps_dir / "store.json"
-            self._still_stored(nodes, record)
-            targets.append(self._step([record], [publish[-1]], "store", leg.id,
-                                      f"{published.name} as {nodes.key.short}", partial(actions.store, leg.id),
-                                      {"key": key, "stores": self.settings.binary_caches,
-                                       "signer": signer.public if signer else ""})[-1])
+        if nodes.key and key and not nodes.restored_from and self.run.stores and self.settings.binary_cache_write:
+            targets.append(self._store(nodes, nodes.key, published, publish[-1]))
         self.env.Alias(leg.id, targets)
 
-    def _still_stored(self, nodes: LegNodes, record: Path) -> None:
+    def _store(self, nodes: LegNodes, key: LegKey, published: Path, publish: Any) -> Any:
+        """The store step of a built leg: its signature holds the signer, and a store it wrote
+        that no longer holds the entry reruns it (`_still_stored`)."""
+        signer = self.settings.signer
+        record = nodes.dirs.steps / "store.json"
+        self._still_stored(key, published.name, record)
+        return self._step([record], [publish], "store", nodes.plan.leg.id, f"{published.name} as {key.short}",
+                          partial(actions.store, nodes.plan.leg.id),
+                          {"key": key.digest, "stores": self.settings.binary_caches,
+                           "signer": signer.public if signer else ""})[-1]
+
+    def _still_stored(self, key: LegKey, archive: str, record: Path) -> None:
         """The store step's record covers the stores' state: when a store it wrote no longer
         holds the entry as stored (deleted, pruned, truncated), the step reruns and puts it
         back. One cheap look per store and run (a stat, a HEAD, the release's listing)."""
         previous = read_record(record) or {}
-        sizes, archive = previous.get("entry"), nodes.published.name if nodes.published else ""
-        if not nodes.key or previous.get("key") != nodes.key.digest or not isinstance(sizes, dict):
+        sizes = previous.get("entry")
+        if previous.get("key") != key.digest or not isinstance(sizes, dict):
             return  # never stored under this key: the step runs anyway
         stored = set(previous.get("stored") or ())
         for store in self.run.stores:
-            if store.location in stored and store.holds(nodes.key.digest, archive, sizes) is False:
-                self.run.records.invalidate(record, f"the entry {nodes.key.short} is missing from {store.location} "
-                                                    "(or not as it was stored)")
+            if store.location in stored and store.holds(key.digest, archive, sizes) is False:
+                self.run.records.invalidate(record, f"the entry {key.short} is missing from {store.location} (or not "
+                                                    "as it was stored)")
                 return
 
     # -- the binary cache ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from .steps.files import relative_label
 
@@ -76,7 +77,7 @@ class Summary:
             if isinstance(notes, list):
                 self._leg(leg_id).smoke_notes = [str(note) for note in notes]
 
-    def render(self, legs: dict[str, Path], failed_elsewhere: list[str] = ()) -> list[str]:
+    def render(self, legs: dict[str, Path], failed_elsewhere: Sequence[str] = ()) -> list[str]:
         """Lines for the selected legs (leg id -> its dist/ archive path), failures last."""
         lines: list[tuple[int, str]] = []
         last_log = ""
