@@ -77,6 +77,11 @@ class Store(Protocol):
     def put(self, key: str, files: Sequence[Path]) -> None:
         """Store `files` (archive and sidecars, the manifest last) under `key`."""
 
+    def holds(self, key: str, archive: str, sizes: Mapping[str, int]) -> bool | None:
+        """Whether the entry of `key` is still there as it was stored (its files by name and
+        size, `sizes`; a store shows what it can cheaply): a few stats or requests, never a
+        download. None when the store cannot be asked now."""
+
 
 def entry_names(archive: str) -> list[str]:
     """The entry's files as published: the manifest first, the archive last."""
@@ -176,6 +181,15 @@ class DirectoryStore:
         except OSError as error:
             kind = ReadOnly if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else CacheError
             raise kind(f"cannot write {entry}: {error.strerror or error}") from None
+
+    def holds(self, key: str, archive: str, sizes: Mapping[str, int]) -> bool | None:
+        try:
+            found = [os.stat(self.root / key / name, follow_symlinks=False) for name in sizes]
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return None
+        return all(stat.S_ISREG(st.st_mode) and st.st_size == size for st, size in zip(found, sizes.values()))
 
     def _sweep_once(self) -> None:
         if self._swept:
@@ -432,6 +446,27 @@ class HttpStore:
         for path in sorted(files, key=lambda p: p.name.endswith(".json")):  # the manifest last
             self._attempts(f"PUT {key}/{path.name}", partial(self._put, key, path))
 
+    def holds(self, key: str, archive: str, sizes: Mapping[str, int]) -> bool | None:
+        """One HEAD per file (no body moves): 404 is gone, a Content-Length must be the size."""
+        try:
+            return all(self._attempts(f"HEAD {key}/{name}", partial(self._head, key, name, size))
+                       for name, size in sizes.items())
+        except CacheError as error:
+            warn(f"cannot tell whether {self.base} still holds {key}: {error}")
+            return None
+
+    def _head(self, key: str, name: str, size: int) -> bool:
+        with _noticed(f"{self.base} (HEAD {key}/{name})"):
+            response = self.session.head(self._url(key, name), timeout=_timeout(),
+                                         headers={"Accept-Encoding": "identity"})
+        with response:
+            if response.status_code == 404:
+                return False
+            if response.status_code != 200:
+                raise _status_failure(self.base, f"HEAD {key}/{name}", response.status_code)
+            length = _length(response)
+            return length is None or length == size
+
     def _attempts(self, what: str, attempt: Callable[[], T]) -> T:
         """`attempt()` up to ATTEMPTS times, BACKOFF, 2 BACKOFF, ... seconds apart. A failure
         that outlasts them is a CacheError naming the store, the file and why; after one of
@@ -629,6 +664,18 @@ class GitHubReleaseStore:
         except OSError as error:
             raise CacheError(f"{self.location}: cannot write {dest}: {error.strerror or error}") from None
         return True
+
+    def holds(self, key: str, archive: str, sizes: Mapping[str, int]) -> bool | None:
+        """From the run's one listing: both assets uploaded, the archive's of its size (the
+        sidecars travel inside the `.entry` asset)."""
+        try:
+            assets = self._asset_map()
+        except GitHubError as error:
+            warn(f"cannot tell whether {self.location} still holds {key}: {error}")
+            return None
+        body, entry = assets.get(f"{key}-{archive}"), assets.get(f"{key}-{archive}{ENTRY_SUFFIX}")
+        return body is not None and entry is not None and _uploaded(body) and _uploaded(entry) \
+            and body.get("size") in (None, sizes.get(archive))
 
     def _entry_files(self, asset: dict, archive: str, dest: Path) -> dict[str, bytes]:
         """The small files of an entry, read from its `.entry` asset and checked for shape: only

@@ -34,6 +34,7 @@ from .model.recipes import plan_all
 from .model.selection import Filters, SelectionError, select, select_ids, suggest
 from .model.vocab import FLAVORS, KINDS, VocabularyError, canonical_platform
 from .options import FILTERS, OPTION_NAMES, OPTIONS, OptionError, option, parse_bool
+from .redaction import refusal as secret_refusal
 from .steps import LEG_STEPS
 from .steps.extract import ExtractError, archive_format
 
@@ -79,6 +80,7 @@ class Invocation:
 
 
 def _check_options(arguments: Mapping[str, str], arglist: Sequence[tuple[str, str]]) -> None:
+    _refuse_secrets([*arguments.items(), *arglist])  # first: every later message may show a value
     unknown = sorted(set(arguments) - set(OPTION_NAMES))
     if unknown:
         hint = suggest(unknown[0], OPTION_NAMES)
@@ -99,6 +101,13 @@ def _check_options(arguments: Mapping[str, str], arglist: Sequence[tuple[str, st
                 opt.validate(arguments[opt.name])
             except OptionError as error:
                 raise SelectionError(str(error)) from None
+
+
+def _refuse_secrets(options: Sequence[tuple[str, str]]) -> None:
+    for name, value in options:
+        problem = secret_refusal(name, value)
+        if problem:
+            raise SelectionError(problem)
 
 
 def _check_text(name: str, value: str) -> None:
@@ -226,6 +235,7 @@ def _signing(arguments: Mapping[str, str], launch_dir: Path, root: Path,
 
 def keygen_target(arguments: Mapping[str, str], targets: Sequence[str], launch_dir: Path) -> str:
     """`scons cache-keygen key=PATH`: write the key pair; what to tell the user."""
+    _refuse_secrets(list(arguments.items()))
     if list(targets) != [KEYGEN] or set(arguments) - {"key"}:
         raise SelectionError(f"{KEYGEN} takes key=PATH and nothing else: scons {KEYGEN} key=~/.anira/cache-key")
     path = arguments.get("key", "")

@@ -39,6 +39,7 @@ from . import sbom
 from .github import GitHub, GitHubError, add_api_arguments, holds, redacting_printer
 from .model.plan import RELEASE_ASSET_MAX_BYTES
 from .steps.files import sha256_file
+from .steps.publish import write_published
 
 SUMS_NAME = "SHA256SUMS"
 SBOM_SUFFIX = ".spdx.json"
@@ -135,7 +136,7 @@ def release_assets(legs: Sequence[RequiredLeg], dist: Path) -> list[Asset]:
         sboms.append(Asset.of(write_sbom(archive.path, leg.manifest)))
     archives.sort(key=lambda a: a.name)
     sums = dist / SUMS_NAME
-    sums.write_text("".join(f"{a.sha256}  {a.name}\n" for a in archives))
+    write_published(sums, "".join(f"{a.sha256}  {a.name}\n" for a in archives).encode("ascii"))
     manifests = [Asset.of(dist / (a.name + ".json")) for a in archives]
     return [*archives, *manifests, *sorted(sboms, key=lambda a: a.name), Asset.of(sums)]
 
@@ -155,7 +156,7 @@ def write_sbom(archive: Path, manifest: Mapping[str, Any]) -> Path:
                            f"{record.get('path')} (sha256 {listed.get(record.get('path')) or 'not listed'}); "
                            "the manifest was altered after the build: re-run the leg")
     path = archive.with_name(archive.name + SBOM_SUFFIX)
-    path.write_bytes(data)
+    write_published(path, data)
     return path
 
 

@@ -21,6 +21,8 @@ from fixtures import FIXBIN_LEG_IDS, LegRow, fixbin_archive, scons
 from fake_github import REPO, TOKEN, FakeGitHub, serve
 from scratch import bench_module
 
+from backends.cache_trust import key_id
+
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = f"github:{REPO}@binary-cache"
 TAG = "v1.0.0"
@@ -115,4 +117,6 @@ def test_a_hit_leg_gets_no_runner_job_and_is_released_checked(project_factory, t
         assert {archive, f"{archive}.json", "SHA256SUMS", *_archives(MISSES)} <= set(names)
         assert github.asset_bytes(TAG, archive) == built
         released = json.loads(github.asset_bytes(TAG, f"{archive}.json"))
-        assert released["restored"] == {"from binary cache": CACHE, "key": key} and released["leg_key"] == key
+        assert released["restored"] == {"from binary cache": CACHE, "key": key,
+                                        "signed by": f"key {key_id(public.read_text().strip())}"}
+        assert released["leg_key"] == key
