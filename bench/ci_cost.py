@@ -34,7 +34,6 @@ import hashlib
 import io
 import json
 import math
-import os
 import shutil
 import stat
 import subprocess
@@ -48,8 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "site_scons"))
 
-import yaml  # noqa: E402
-
+import gha  # noqa: E402
 from backends import github as github_api  # noqa: E402
 from binaries import stand_in_sbom  # noqa: E402
 from backends.binary_cache import GitHubReleaseStore, store_for  # noqa: E402
@@ -60,6 +58,7 @@ from backends.lock import bump_version  # noqa: E402
 from backends.model.matrix import load_matrix  # noqa: E402
 from backends.model.recipes import plan_all  # noqa: E402
 from backends.pins import Changes, apply  # noqa: E402
+from scratch import project_copy  # noqa: E402
 from fake_github import REPO as GITHUB_REPO, TOKEN, FakeGitHub, serve  # noqa: E402
 
 TREE = ("SConstruct", "requirements.txt", "site_scons", "variants", "engines", "smoke")
@@ -99,12 +98,7 @@ def simulation_tree(dest: Path) -> tuple[Path, Signer]:
     key is one made here; returns it and that key's signer (CI's ANIRA_BINARY_CACHE_KEY)."""
     tree = dest / "tree"
     tree.mkdir(parents=True)
-    for name in TREE:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.toml.lock"))
-        else:
-            shutil.copy(source, tree / name)
+    project_copy(tree, TREE)
     fill_pins(tree)
     secret, public = keygen(dest / "keys" / "ci-key")
     (tree / "keys").mkdir()
@@ -206,29 +200,28 @@ def job_store(github: FakeGitHub) -> GitHubReleaseStore:
 
 # -- the plan job -------------------------------------------------------------------------------
 
-def plan_script() -> str:
-    steps = yaml.safe_load((REPO / ".github/workflows/_legs.yml").read_text())["jobs"]["plan"]["steps"]
-    return next(step for step in steps if step.get("id") == "plan")["run"]
+def plan_step() -> gha.Step:
+    return gha.step("_legs.yml", "plan", "plan")
 
 
 def run_plan(tree: Path, github: FakeGitHub, scratch: Path, release: str = "false",
              token: str = TOKEN) -> tuple[subprocess.CompletedProcess[str], dict[str, str], str]:
-    """The plan step's `run:` as a runner runs it (bash -e -o pipefail) in `tree`, against the
-    fake API: its exit, the job outputs it wrote, its job summary."""
+    """The plan step's `run:` as a runner runs it (its shell, as GitHub derives it) in `tree`,
+    against the fake API: its exit, the job outputs it wrote, its job summary."""
     outputs, summary = scratch / "github_output", scratch / "summary.md"
     for path in (outputs, summary):
         path.unlink(missing_ok=True)
     env = {"ENGINES": "all", "FILTERS": "", "RELEASE": release, "GITHUB_TOKEN": token, "BINARY_CACHE": CACHE,
            "GITHUB_API_URL": github.base, "GITHUB_OUTPUT": str(outputs), "GITHUB_STEP_SUMMARY": str(summary)}
-    done = run_step(plan_script(), env, tree, scratch)
+    done = run_step(plan_step(), env, tree, scratch)
     written = outputs.read_text() if outputs.exists() else ""
     return done, dict(line.split("=", 1) for line in written.splitlines()), \
         summary.read_text() if summary.exists() else ""
 
 
-def run_step(script: str, env: dict[str, str], cwd: Path, scratch: Path) -> subprocess.CompletedProcess[str]:
-    """`run:` with bash -e -o pipefail in `cwd`, `scons` and this `python` on PATH, the
-    workflow's PYTHONPATH; every host but 127.0.0.1 unreachable."""
+def run_step(step: gha.Step, env: dict[str, str], cwd: Path, scratch: Path) -> subprocess.CompletedProcess[str]:
+    """The step's `run:` with the shell GitHub gives it, in `cwd`, `scons` and this `python`
+    on PATH, the workflow's PYTHONPATH; every host but 127.0.0.1 unreachable."""
     bin_dir = scratch / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     shim = bin_dir / "scons"
@@ -240,13 +233,9 @@ def run_step(script: str, env: dict[str, str], cwd: Path, scratch: Path) -> subp
     python.unlink(missing_ok=True)
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     python.chmod(python.stat().st_mode | stat.S_IXUSR)
-    script_file = scratch / "step.sh"
-    script_file.write_text(script)
-    environ = {**os.environ, "PYTHONPATH": "site_scons", "HTTPS_PROXY": "http://127.0.0.1:9",
-               "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1", **env,
-               "PATH": os.pathsep.join([str(bin_dir), os.environ["PATH"]])}
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script_file)], cwd=cwd,
-                          env=environ, capture_output=True, text=True)
+    environ = {"PYTHONPATH": "site_scons", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+               "NO_PROXY": "127.0.0.1", **env}
+    return gha.run(step, environ, cwd, scratch, path=[bin_dir])
 
 
 # -- a push ---------------------------------------------------------------------------------------

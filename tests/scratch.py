@@ -10,7 +10,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,6 +63,18 @@ def scratch_project(root: Path, copied: tuple[str, ...] = ()) -> Path:
         shutil.copytree(REPO / name, root / name, symlinks=True) if (REPO / name).is_dir() \
             else shutil.copy2(REPO / name, root / name)
     return root
+
+
+def project_copy(dest: Path, names: Sequence[str]) -> Path:
+    """A real copy of these files and folders of the project (no bytecode, no lock files)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.toml.lock"))
+        else:
+            shutil.copy(source, dest / name)
+    return dest
 
 
 def bench_module(name: str) -> Any:

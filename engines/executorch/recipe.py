@@ -129,8 +129,8 @@ RELOCATE_NOTE = (
 GLSLC_NOTE = (
     "glslc probe: compiles a shader that requires GL_EXT_integer_dot_product (Ubuntu 24.04's shaderc 2023.8 "
     "rejects ExecuTorch's int8 shaders) and fails naming the remedy; the build never installs anything. "
-    "CI runs `python -m backends.probes.glslc --install` first (glslc from apt when missing, LunarG's shaderc "
-    "on Ubuntu 24.04 amd64 when too old; via sudo -n on the non-root runner)"
+    "CI runs `python -m backends.probes.glslc --install` first (glslc from apt when missing, the pinned Vulkan "
+    "SDK's glslc on Debian/Ubuntu amd64 when too old; via sudo -n on the non-root runner)"
 )
 
 

@@ -6,8 +6,7 @@ presets), #variant-legs (Metal / CoreML variants), #static-bundle (bundling).
 """
 from __future__ import annotations
 
-import hashlib
-
+from backends.line_endings import checkout_sha256
 from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke, frozen
@@ -78,7 +77,8 @@ def configure_argv(leg: Leg, engine: Engine) -> tuple[str, ...]:
 
 
 def wrapper_digest(engine: Engine) -> str:
-    return hashlib.sha256((engine.root / "cmake" / "CMakeLists.txt").read_bytes()).hexdigest()
+    """The wrapper's sha256, the same in a CRLF checkout (the plan is part of the leg key)."""
+    return checkout_sha256(engine.root / "cmake" / "CMakeLists.txt")
 
 
 def _build(leg: Leg, engine: Engine) -> list[Command]:

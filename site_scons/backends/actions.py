@@ -26,8 +26,8 @@ from SCons.Node.Python import Value
 
 from . import sbom, sign
 from .binary_cache import CacheError, Store, warn
-from .cache_entry import check_entry
-from .cache_trust import key_id
+from .cache_entry import check_entry, restored_record
+from .cache_trust import key_id, signer_label
 from .frontend import Settings
 from .legkey import LegKey
 from .host import Host
@@ -101,6 +101,7 @@ class LegNodes:
     publish_node: Any = None  # the SCons node of the publish step's record (aggregates depend on it)
     key: LegKey | None = None  # with binary_cache=: what a cache files the archive under
     restored_from: str = ""  # the binary cache the leg is restored from, "" when built
+    signer: str = ""  # restored: the public key its entry's signature names ("" unsigned)
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,9 @@ class RunContext:
     legs: dict[str, LegNodes] = field(default_factory=dict)
     steps: dict[str, Step] = field(default_factory=dict)  # record path -> step
     stores: list[Store] = field(default_factory=list)  # the binary caches, in lookup order
+    # dist/ did not exist when the run started: SCons makes it for the publish targets with
+    # the umask's mode, so the first publish gives it the mode dist/ has (publish.DIR_MODE).
+    makes_dist: bool = False
 
     @property
     def build_root(self) -> Path:
@@ -576,6 +580,8 @@ def publish(leg_id: str) -> StepResult:
     fields: dict[str, object] = {"leg_key": nodes.key.digest} if nodes.key and nodes.key.digest else {}
     if not nodes.restored_from:  # a restored manifest keeps its original build's smoke record
         fields["smoke"] = smoke_step.manifest_record(_read(nodes.dirs.steps / "smoke.json"))
+    if run.makes_dist:
+        os.chmod(run.dist, publish_step.DIR_MODE)
     published = publish_step.publish(nodes.archive, nodes.published, run.dist / ".stale", fields)
     run.summary.published(leg_id, nodes.published, published.files)
     print(f"[publish] dist/{nodes.published.name}: {published.size / 1e6:.1f} MB, {published.files} files",
@@ -603,7 +609,7 @@ def restore(leg_id: str, entry: Path, store: str, checked: bool) -> StepResult:
     for source, target in zip(publish_step.published_files(entry / archive.name), publish_step.published_files(archive)):
         if target.name.endswith(".json"):
             manifest = _read(source)
-            manifest["restored"] = {"from binary cache": store, "key": nodes.key.digest}
+            manifest["restored"] = restored_record(store, nodes.key.digest, nodes.signer)
             write_json(target, manifest)
         else:
             target.unlink(missing_ok=True)
@@ -616,10 +622,12 @@ def restore(leg_id: str, entry: Path, store: str, checked: bool) -> StepResult:
             raise StepFailure(f"the binary cache entry {nodes.key.short} kept in {entry} is not trusted any more "
                               "(removed; run again to look it up or build the leg):\n  - " + "\n  - ".join(problems))
     verified = {"archive": archive.name, "checked": verify_step.summary(nodes.plan.contract)}
-    run.summary.restored(leg_id, store, nodes.key.short)
-    print(f"[restore] {leg_id}: restored from the binary cache {store} (key {nodes.key.short}), "
-          "verified against its contract", flush=True)
-    return StepResult({"key": nodes.key.digest, "store": store, **verified})
+    trust = run.settings.trust
+    print(f"[restore] {leg_id}: restored from the binary cache {store} (key {nodes.key.short}, signed by "
+          f"{signer_label(nodes.signer)}), verified against its contract", flush=True)
+    return StepResult({"key": nodes.key.digest, "store": store, "signed by": signer_label(nodes.signer),
+                       "trusted": [key_id(k) for k in sorted(trust.keys)] + (["unsigned"] if trust.unsigned else []),
+                       **verified})
 
 
 def _entry_files(nodes: LegNodes) -> list[Path]:
@@ -661,5 +669,7 @@ def store(leg_id: str) -> StepResult:
             not_stored.append(f"{cache.location}: {error}")
             warn(f"{leg_id} not stored: {error}")
     run.summary.stored(leg_id, stored)
+    # `entry`: what a later run checks each store in `stored` still holds (graph.py `_still_stored`).
     return StepResult({"key": nodes.key.digest, "stored": stored, "not stored": not_stored,
-                       "signed by": key_id(signer.public) if signer else ""})
+                       "signed by": key_id(signer.public) if signer else "",
+                       "entry": {path.name: path.stat().st_size for path in files}})

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 from .cache_trust import SIGNATURE_SUFFIX, key_id
 from .locations import is_url
 from .locks import FileLock
+from .model.plan import RELEASE_ASSET_MAX_BYTES
 from .github import DEFAULT_API, GitHub, GitHubError, RateLimited, choose_release, holds
 from .steps.files import remove_path, sha256_file
 from .steps.manifest import build_seconds
@@ -75,6 +76,11 @@ class Store(Protocol):
 
     def put(self, key: str, files: Sequence[Path]) -> None:
         """Store `files` (archive and sidecars, the manifest last) under `key`."""
+
+    def holds(self, key: str, archive: str, sizes: Mapping[str, int]) -> bool | None:
+        """Whether the entry of `key` is still there as it was stored (its files by name and
+        size, `sizes`; a store shows what it can cheaply): a few stats or requests, never a
+        download. None when the store cannot be asked now."""
 
 
 def entry_names(archive: str) -> list[str]:
@@ -175,6 +181,15 @@ class DirectoryStore:
         except OSError as error:
             kind = ReadOnly if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else CacheError
             raise kind(f"cannot write {entry}: {error.strerror or error}") from None
+
+    def holds(self, key: str, archive: str, sizes: Mapping[str, int]) -> bool | None:
+        try:
+            found = [os.stat(self.root / key / name, follow_symlinks=False) for name in sizes]
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return None
+        return all(stat.S_ISREG(st.st_mode) and st.st_size == size for st, size in zip(found, sizes.values()))
 
     def _sweep_once(self) -> None:
         if self._swept:
@@ -431,6 +446,27 @@ class HttpStore:
         for path in sorted(files, key=lambda p: p.name.endswith(".json")):  # the manifest last
             self._attempts(f"PUT {key}/{path.name}", partial(self._put, key, path))
 
+    def holds(self, key: str, archive: str, sizes: Mapping[str, int]) -> bool | None:
+        """One HEAD per file (no body moves): 404 is gone, a Content-Length must be the size."""
+        try:
+            return all(self._attempts(f"HEAD {key}/{name}", partial(self._head, key, name, size))
+                       for name, size in sizes.items())
+        except CacheError as error:
+            warn(f"cannot tell whether {self.base} still holds {key}: {error}")
+            return None
+
+    def _head(self, key: str, name: str, size: int) -> bool:
+        with _noticed(f"{self.base} (HEAD {key}/{name})"):
+            response = self.session.head(self._url(key, name), timeout=_timeout(),
+                                         headers={"Accept-Encoding": "identity"})
+        with response:
+            if response.status_code == 404:
+                return False
+            if response.status_code != 200:
+                raise _status_failure(self.base, f"HEAD {key}/{name}", response.status_code)
+            length = _length(response)
+            return length is None or length == size
+
     def _attempts(self, what: str, attempt: Callable[[], T]) -> T:
         """`attempt()` up to ATTEMPTS times, BACKOFF, 2 BACKOFF, ... seconds apart. A failure
         that outlasts them is a CacheError naming the store, the file and why; after one of
@@ -629,6 +665,18 @@ class GitHubReleaseStore:
             raise CacheError(f"{self.location}: cannot write {dest}: {error.strerror or error}") from None
         return True
 
+    def holds(self, key: str, archive: str, sizes: Mapping[str, int]) -> bool | None:
+        """From the run's one listing: both assets uploaded, the archive's of its size (the
+        sidecars travel inside the `.entry` asset)."""
+        try:
+            assets = self._asset_map()
+        except GitHubError as error:
+            warn(f"cannot tell whether {self.location} still holds {key}: {error}")
+            return None
+        body, entry = assets.get(f"{key}-{archive}"), assets.get(f"{key}-{archive}{ENTRY_SUFFIX}")
+        return body is not None and entry is not None and _uploaded(body) and _uploaded(entry) \
+            and body.get("size") in (None, sizes.get(archive))
+
     def _entry_files(self, asset: dict, archive: str, dest: Path) -> dict[str, bytes]:
         """The small files of an entry, read from its `.entry` asset and checked for shape: only
         the entry's own file names (never a path), the manifest and `.sha256` present."""
@@ -661,6 +709,10 @@ class GitHubReleaseStore:
         if not self.token:
             raise ReadOnly(f"{self.location}: no GITHUB_TOKEN to upload with")
         archive = _archive_of(files)
+        size = archive.stat().st_size
+        if size > RELEASE_ASSET_MAX_BYTES:
+            raise CacheError(f"{self.location}: not stored: {archive.name} is {size:,} bytes, over the "
+                             f"{RELEASE_ASSET_MAX_BYTES:,}-byte release-asset limit GitHub uploads stop at")
         leg = _leg_of(files, archive)
         names = f"{key}-{archive.name}", f"{key}-{archive.name}{ENTRY_SUFFIX}"
         labels = leg, entry_label(leg, files, archive)

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-from .cache_trust import Trust
+from .cache_trust import Trust, signer_label
 from .model.plan import Contract
 from .steps.publish import PublishError, check_sidecars
 from .steps.verify import check
@@ -50,6 +50,11 @@ def check_entry(entry: Path, archive: str, key: str, contract: Contract, version
     except (PublishError, OSError, ValueError) as error:
         return [str(error)]
     return check(path, contract, version, build_root, described=manifest["files"])
+
+
+def restored_record(store: str, key: str, signer: str) -> dict[str, str]:
+    """A restored archive's manifest says where it came from and whose signature it rests on."""
+    return {"from binary cache": store, "key": key, "signed by": signer_label(signer)}
 
 
 def manifest_problems(manifest: object, archive: str, key: str) -> list[str]:

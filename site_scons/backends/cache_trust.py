@@ -23,10 +23,12 @@ import base64
 import binascii
 import hashlib
 import json
-import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
+
+from .key_files import KeyFileError, create_key_pair, read_secret_key, read_trusted_keys
 
 FORMAT = 1
 SIGNATURE_SUFFIX = ".sig"
@@ -66,23 +68,21 @@ def key_id(public: str) -> str:
 
 
 def keygen(path: Path) -> tuple[Path, Path]:
-    """Write a new key pair: `path` (the secret, 0600, never overwritten) and `path.pub`."""
+    """Write a new key pair: `path` (the secret, 0600) and `path.pub` (0644), neither ever
+    overwritten (key_files.create_key_pair)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     public_path = path.with_name(path.name + ".pub")
-    if path.exists() or public_path.exists():
-        raise TrustError(f"{path} or {public_path} exists already; choose another name (a key is never "
-                         "overwritten)")
     secret = Ed25519PrivateKey.generate()
     seed = secret.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                                 serialization.NoEncryption())
     public = secret.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(SECRET_PREFIX + base64.b64encode(seed).decode("ascii") + "\n")
-    public_path.write_text(public_text(public) + "\n", encoding="ascii")
+    try:
+        create_key_pair(path, SECRET_PREFIX + base64.b64encode(seed).decode("ascii") + "\n", public_path,
+                        public_text(public) + "\n")
+    except KeyFileError as error:
+        raise TrustError(str(error)) from None
     return path, public_path
 
 
@@ -111,7 +111,7 @@ class Signer:
     def from_text(cls, text: str, what: str) -> "Signer":
         return cls(_raw(text, SECRET_PREFIX, what))
 
-    @property
+    @cached_property
     def public(self) -> str:
         return public_text(self._key().public_key().public_bytes_raw())
 
@@ -135,10 +135,9 @@ def load_signer(path: str, environ: Mapping[str, str]) -> Signer | None:
     """The writer's key: `binary_cache_key=PATH`, else ANIRA_BINARY_CACHE_KEY; None for neither."""
     if path:
         try:
-            text = Path(path).read_text(encoding="ascii")
-        except (OSError, UnicodeDecodeError) as error:
-            raise TrustError(f"binary_cache_key={path} cannot be read: {getattr(error, 'strerror', None) or error}") \
-                from None
+            text = read_secret_key(Path(path), f"binary_cache_key={path}")
+        except KeyFileError as error:
+            raise TrustError(str(error)) from None
         return Signer.from_text(text, f"binary_cache_key={path}")
     if environ.get(KEY_VARIABLE, "").strip():
         return Signer.from_text(environ[KEY_VARIABLE], KEY_VARIABLE)
@@ -161,6 +160,18 @@ class Trust:
     def describe(self) -> str:
         ids = ", ".join(sorted(key_id(k) for k in self.keys)) or "none"
         return f"trusted keys: {ids}{' (and unsigned entries)' if self.unsigned else ''}"
+
+    def admits(self, signer: str) -> bool:
+        """Whether an entry whose signature names `signer` ("" for none) may be taken, as
+        `problems` judges one whose signature verifies: so a restore kept from an earlier run
+        is held to this run's trust without reading the archive."""
+        return signer in self.keys or (self.unsigned and (not signer or not self.keys))
+
+    def judged(self, signer: str) -> dict[str, Any]:
+        """What a restore rests on, for its step's signature and record: the entry's signer and
+        the trusted set it is judged under. A change re-checks the entry; a set without the
+        signer does not take it at all (graph.py)."""
+        return {"signer": signer, "trusted": sorted(self.keys), "unsigned": self.unsigned}
 
     def problems(self, leg_key: str, archive: Path) -> list[str]:
         """Why the entry of `archive` is not vouched for (empty: it is)."""
@@ -192,6 +203,23 @@ class Trust:
             return (f"its signature vouches for other content ({', '.join(wrong)} differ): a replayed or "
                     "re-sealed entry")
         return ""
+
+
+def signer_of(archive: Path) -> str:
+    """The public key the signature beside `archive` names ("" when there is none it can be
+    read from). Not verified: a restore verifies the signature before it takes the entry;
+    this tells a later run whom it rested on."""
+    try:
+        body = json.loads(archive.with_name(archive.name + SIGNATURE_SUFFIX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    public = body.get("public_key") if isinstance(body, dict) else None
+    return public if isinstance(public, str) and public.isascii() else ""
+
+
+def signer_label(signer: str) -> str:
+    """A signer in messages and manifests: its key id, or `unsigned`."""
+    return f"key {key_id(signer)}" if signer else "unsigned"
 
 
 def _verifies(public: str, signature: str, body: Mapping[str, Any]) -> bool:
@@ -230,11 +258,15 @@ def load_trust(spec: str, root: Path) -> Trust:
 def _key_file(path: Path) -> list[str]:
     """The public keys of a file, one per line, `#` comments and blank lines skipped."""
     try:
-        lines = path.read_text(encoding="ascii").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise TrustError(f"{path}: cannot read trusted keys ({getattr(error, 'strerror', None) or error})") from None
+        lines = read_trusted_keys(path, f"the trusted keys file {path}").splitlines()
+    except KeyFileError as error:
+        raise TrustError(str(error)) from None
     keys = [line.split("#", 1)[0].strip() for line in lines]
     for number, key in enumerate(keys, start=1):
+        if key.startswith(SECRET_PREFIX):
+            raise TrustError(f"{path}:{number} is a secret key ({SECRET_PREFIX}..., not shown), not a public one: "
+                             "pass the .pub file cache-keygen wrote beside it; treat the key as exposed if this file "
+                             "was shared")
         if key:
             _raw(key, PUBLIC_PREFIX, f"{path}:{number}")
     return [key for key in keys if key]

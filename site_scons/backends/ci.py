@@ -28,7 +28,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, TextIO
 
 from .model.matrix import Matrix, engine_names, load_matrix
 from .model.plan import Command, Plan
@@ -48,14 +48,16 @@ ENGINE_DIRS: tuple[str, ...] = ("engines", "smoke")
 # GitHub-hosted runner labels GitHub currently offers (docs: "GitHub-hosted runners",
 # standard and arm64 images).
 GITHUB_HOSTED_LABELS: frozenset[str] = frozenset({
-    "ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04", "ubuntu-24.04-arm", "ubuntu-22.04-arm",
+    "ubuntu-latest", "ubuntu-24.04", "ubuntu-24.04-arm",
     "macos-latest", "macos-26", "macos-15", "macos-14", "macos-15-intel",
     "windows-latest", "windows-2025", "windows-2022", "windows-11-arm",
 })
-# Labels GitHub has retired, with the current image that replaces each: a job on a retired
-# label waits for a runner that never comes, or fails at once.
+# Labels GitHub has retired or deprecated (Ubuntu 22.04 since September 2026), with the current
+# image that replaces each: a job on a retired label waits for a runner that never comes, or
+# fails at once, and a deprecated one is about to.
 RETIRED_LABELS: Mapping[str, str] = {
     "ubuntu-18.04": "ubuntu-24.04", "ubuntu-20.04": "ubuntu-24.04",
+    "ubuntu-22.04": "ubuntu-24.04", "ubuntu-22.04-arm": "ubuntu-24.04-arm",
     "macos-10.15": "macos-15-intel", "macos-11": "macos-15-intel", "macos-12": "macos-15-intel",
     "macos-13": "macos-15-intel",
     "windows-2016": "windows-2025", "windows-2019": "windows-2025",
@@ -152,7 +154,7 @@ def check_entries(entries: Sequence[Mapping[str, object]]) -> None:
     ids = {str(entry["id"]) for entry in entries}
     for entry in entries:
         if entry["runner"] in RETIRED_LABELS:
-            raise CiError(f"{entry['id']}: runner {entry['runner']!r} was retired by GitHub; "
+            raise CiError(f"{entry['id']}: runner {entry['runner']!r} is retired or deprecated by GitHub; "
                           f"use {RETIRED_LABELS[str(entry['runner'])]!r} in its variants/*.toml entry")
         if entry["runner"] not in GITHUB_HOSTED_LABELS:
             raise CiError(f"{entry['id']}: runner {entry['runner']!r} is not a GitHub-hosted label "
@@ -336,6 +338,8 @@ class Setup:
     sign: bool
     probes: tuple[str, ...] = ()  # backends.probes modules the build runs; CI runs each with --install first
     free_disk: bool = False  # remove the Linux runner's preinstalled SDKs first (the leg's `free_disk`)
+    download_cache: bool = True  # keep .cache/downloads in the Actions cache (not for multi-GB origins)
+    compiler_cache_max: str = ""  # the compiler cache's size cap (ccache/sccache max-size), with a launcher
 
     def outputs(self) -> dict[str, str]:
         return {
@@ -349,6 +353,8 @@ class Setup:
             "sign": _flag(self.sign),
             "probes": " ".join(self.probes),
             "free_disk": _flag(self.free_disk),
+            "download_cache": _flag(self.download_cache),
+            "compiler_cache_max": self.compiler_cache_max,
         }
 
 
@@ -398,6 +404,25 @@ def compiler_launcher(plan: Plan) -> str:
     return "ccache"
 
 
+# The repository's Actions cache holds 10 GB, and GitHub evicts the least recently used entries
+# beyond that, so caches that outgrow it mostly miss. The compiler caches get 6 GB of it,
+# shared by the legs one engine has (a change to an engine rebuilds its legs at once; hits
+# get no job and write nothing): each is capped at that share over the most compiling legs
+# an engine has. The rest is left to the download caches, which CUDA legs do not use: their
+# origins are multi-GB upstream zips that would evict everything else for one leg.
+COMPILER_CACHE_SHARE_MB = 6000
+NO_DOWNLOAD_CACHE_FLAVORS = ("cuda",)
+
+
+def compiler_cache_max(plans: Iterable[Plan]) -> str:
+    """ccache/sccache `max-size` for every compiling leg, e.g. "272M" (see above)."""
+    per_engine: dict[str, int] = {}
+    for plan in plans:
+        if compiler_launcher(plan):
+            per_engine[plan.leg.engine] = per_engine.get(plan.leg.engine, 0) + 1
+    return f"{COMPILER_CACHE_SHARE_MB // max(per_engine.values(), default=1)}M"
+
+
 def _emsdk(plan: Plan, pins: Mapping[str, str]) -> str:
     """The emsdk to install for an emscripten leg, unless its build fetches its own or its
     source is checked out with one (ORT's build.py activates the emsdk submodule it pins)."""
@@ -410,19 +435,23 @@ def _emsdk(plan: Plan, pins: Mapping[str, str]) -> str:
     return pins.get("emsdk", "latest")
 
 
-def leg_setup(plan: Plan, pins: Mapping[str, str]) -> Setup:
+def leg_setup(plan: Plan, pins: Mapping[str, str], cache_max: str = "") -> Setup:
+    """What `plan`'s runner needs; `cache_max` is compiler_cache_max over the matrix."""
     leg = plan.leg
+    launcher = compiler_launcher(plan)
     return Setup(
         ndk=leg.toolchain == "android",
         msvc_arch=leg.msvc_arch,
         emsdk=_emsdk(plan, pins),
         bazelisk=_uses_program(_commands(plan), "bazel", "bazelisk"),
         apt=_apt_packages(plan) if leg.os in ("linux", "android") else (),
-        launcher=compiler_launcher(plan),
+        launcher=launcher,
         python_build_deps=bool(plan.build),
         sign=signs(leg),
         probes=probes(plan),
         free_disk=leg.free_disk,
+        download_cache=leg.flavor not in NO_DOWNLOAD_CACHE_FLAVORS,
+        compiler_cache_max=cache_max if launcher else "",
     )
 
 
@@ -431,32 +460,32 @@ def setup_for(leg_id: str, matrix: Matrix) -> Setup:
         leg = matrix.leg(leg_id)
     except KeyError:
         raise CiError(f"unknown leg {leg_id!r}; `scons -Q list` shows every leg id") from None
-    return leg_setup(plan_all(matrix, [leg])[0], matrix.engines[leg.engine].pins)
+    return leg_setup(plan_all(matrix, [leg])[0], matrix.engines[leg.engine].pins, compiler_cache_max(plan_all(matrix)))
 
 
 # -- output ---------------------------------------------------------------------------------
 
 def write_outputs(outputs: Mapping[str, str], environ: Mapping[str, str] | None = None) -> None:
     """Append `key=value` lines to $GITHUB_OUTPUT (values are single-line JSON or words)."""
-    environ = os.environ if environ is None else environ
-    lines = "".join(f"{key}={value}\n" for key, value in outputs.items())
-    target = environ.get("GITHUB_OUTPUT")
-    if target:
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write(lines)
-    else:
-        sys.stdout.write(lines)
+    append_to_runner_file("GITHUB_OUTPUT", "".join(f"{key}={value}\n" for key, value in outputs.items()),
+                          sys.stdout, environ)
 
 
 def write_summary(markdown: str, environ: Mapping[str, str] | None = None) -> None:
     """Append to the job summary ($GITHUB_STEP_SUMMARY), or to stderr outside CI."""
-    environ = os.environ if environ is None else environ
-    target = environ.get("GITHUB_STEP_SUMMARY")
+    append_to_runner_file("GITHUB_STEP_SUMMARY", markdown + "\n", sys.stderr, environ)
+
+
+def append_to_runner_file(variable: str, text: str, fallback: TextIO,
+                          environ: Mapping[str, str] | None = None) -> None:
+    """Append to the file the runner names in `variable` ($GITHUB_OUTPUT, $GITHUB_ENV, ...);
+    outside CI, write to `fallback`."""
+    target = (os.environ if environ is None else environ).get(variable)
     if target:
         with open(target, "a", encoding="utf-8") as handle:
-            handle.write(markdown + "\n")
+            handle.write(text)
     else:
-        sys.stderr.write(markdown + "\n")
+        fallback.write(text)
 
 
 def _read_matrix(path: str) -> object:

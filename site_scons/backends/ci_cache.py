@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .binary_cache import CacheError, GitHubReleaseStore, Listed, Store, store_for
-from .cache_entry import check_entry
-from .cache_trust import Trust, TrustError, key_id, load_trust
+from .cache_entry import check_entry, restored_record
+from .cache_trust import Trust, TrustError, key_id, load_trust, signer_of
 from .model.matrix import Matrix
 from .model.plan import Contract
 from .model.recipes import plan_all
@@ -277,7 +277,7 @@ def restore_hits(hits: Sequence[Mapping[str, object]], matrix: Matrix, root: Pat
         if not problems:
             try:
                 publish(entry / archive, dist / archive, dist / ".stale",
-                        {"leg_key": key, "restored": {"from binary cache": store.location, "key": key}})
+                        {"leg_key": key, "restored": restored_record(store.location, key, signer_of(entry / archive))})
             except (PublishError, OSError) as error:
                 problems = [f"it could not be published into {dist}: {error}"]
         remove_path(entry)

@@ -10,17 +10,27 @@ reads `include/` and `lib/` at its root (LibTorch: `find_package(Torch)` through
 arguments `cmake_args` makes: one shared CPU archive per engine anira knows, as a file://
 URL of the archive the draft holds.
 
+The release job stages, per gated platform, only what that platform's anira job reads (its
+archives and manifests, SHA256SUMS, the matrix) as one artifact each (`anira-gate-<n>`), so an
+anira job downloads three or four archives, not the release. The anira job checks anira and
+its model repositories out at the commits `.github/anira.toml` pins (anira_pins.py).
+
     python -m backends.downstream matrix --matrix ci-matrix.json --dist DIR
+    python -m backends.downstream stage --matrix ci-matrix.json --dist DIR --out DIR
     python -m backends.downstream cmake-args --platform linux-x86_64 --matrix ci-matrix.json --dist DIR
+    python -m backends.downstream pins                     (repository=, commit= lines: anira's pin)
+    python -m backends.downstream models --anira DIR       (its model repositories, at their pins)
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from . import anira_pins
 from .model.plan import Plan
 from .release import SUMS_NAME
 from .steps.files import sha256_file
@@ -36,6 +46,8 @@ GATED_PLATFORMS = (REQUIRED_PLATFORM, "macos-arm64", "windows-x86_64")
 BASE_ARGS = ("-DBUILD_SHARED_LIBS=ON", "-DANIRA_WITH_TESTS=ON", "-DANIRA_BACKENDS_SKIP_REMOTE_CHECK=ON")
 # The top-level entries an archive may have: anira never flattens a folder around them.
 TOP_LEVEL = ("include", "lib", "share", "bin")
+# The artifact one anira job downloads; ci.yml's release job uploads one per gated platform.
+GATE_ARTIFACT = "anira-gate-{}"
 
 
 class GateError(RuntimeError):
@@ -86,15 +98,43 @@ def present(entries: Sequence[Mapping[str, Any]], dist: Path, platform: str) -> 
 def gate_matrix(entries: Sequence[Mapping[str, Any]], dist: Path) -> list[dict[str, str]]:
     """One job per gated platform with at least one archive anira can take (Linux x86_64
     always: without one the release has nothing anira's tests can check)."""
-    jobs = []
+    jobs: list[dict[str, str]] = []
     for platform in GATED_PLATFORMS:
         legs = present(entries, dist, platform)
         if legs:
-            jobs.append({"platform": platform, "runner": str(next(iter(legs.values()))["runner"])})
+            jobs.append({"platform": platform, "runner": str(next(iter(legs.values()))["runner"]),
+                         "artifact": GATE_ARTIFACT.format(len(jobs) + 1)})
     if not any(job["platform"] == REQUIRED_PLATFORM for job in jobs):
         raise GateError(f"no shared CPU archive of {', '.join(ANIRA_ENGINES)} for {REQUIRED_PLATFORM} in {dist}: "
                         "anira's tests cannot gate this release (were those legs built?)")
     return jobs
+
+
+def stage(entries: Sequence[Mapping[str, Any]], dist: Path, matrix_file: Path, out: Path) -> list[dict[str, str]]:
+    """The gate matrix, and per job `out/<n>/` holding exactly what its anira job reads: its
+    platform's archives with their manifests, SHA256SUMS and the matrix (hard links where
+    the file system allows: no second copy of a gigabyte archive)."""
+    jobs = gate_matrix(entries, dist)
+    for index, job in enumerate(jobs, start=1):
+        where = out / str(index)
+        if where.exists():
+            raise GateError(f"{where} exists already: stage into an empty directory")
+        names = [name for entry in present(entries, dist, job["platform"]).values()
+                 for name in (str(entry["archive"]), f"{entry['archive']}.json")]
+        for name in [*names, SUMS_NAME]:
+            _link(dist / name, where / "dist" / name)
+        _link(matrix_file, where / "ci-matrix.json")
+    return jobs
+
+
+def _link(source: Path, dest: Path) -> None:
+    if not source.is_file():
+        raise GateError(f"{source} is missing: the gate takes the draft's files")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, dest)
+    except OSError:
+        dest.write_bytes(source.read_bytes())
 
 
 def cmake_args(entries: Sequence[Mapping[str, Any]], dist: Path, platform: str) -> list[str]:
@@ -155,22 +195,44 @@ def _entries(path: Path) -> list[dict[str, Any]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m backends.downstream", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("matrix", "cmake-args"))
-    parser.add_argument("--matrix", type=Path, required=True, help="`scons -Q ci-matrix` JSON of the release")
-    parser.add_argument("--dist", type=Path, required=True, help="the directory holding the draft's archives")
+    parser.add_argument("command", choices=("matrix", "stage", "cmake-args", "pins", "models"))
+    parser.add_argument("--matrix", type=Path, help="`scons -Q ci-matrix` JSON of the release")
+    parser.add_argument("--dist", type=Path, help="the directory holding the draft's archives")
     parser.add_argument("--platform", choices=GATED_PLATFORMS, help="cmake-args: the platform anira builds on")
+    parser.add_argument("--out", type=Path, help="stage: the directory that gets one folder per anira job")
+    parser.add_argument("--anira", type=Path, help="models: anira's checkout")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root (default: .)")
     args = parser.parse_args(argv)
     try:
+        if args.command in ("pins", "models"):
+            return _pins_command(args.command, args.root, args.anira)
+        if args.matrix is None or args.dist is None:
+            raise GateError(f"{args.command} needs --matrix and --dist")
         entries = _entries(args.matrix)
-        if args.command == "matrix":
-            print(json.dumps({"include": gate_matrix(entries, args.dist)}, separators=(",", ":")))
+        if args.command in ("matrix", "stage"):
+            if args.command == "stage" and args.out is None:
+                raise GateError("stage needs --out")
+            jobs = stage(entries, args.dist, args.matrix, args.out) if args.command == "stage" \
+                else gate_matrix(entries, args.dist)
+            print(json.dumps({"include": jobs}, separators=(",", ":")))
         else:
             if not args.platform:
                 raise GateError("cmake-args needs --platform")
             print("\n".join(cmake_args(entries, args.dist, args.platform)))
-    except (GateError, OSError, ValueError) as error:
+    except (GateError, anira_pins.PinError, OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _pins_command(command: str, root: Path, anira: Path | None) -> int:
+    pins = anira_pins.load(root)
+    if command == "pins":
+        print(f"repository={pins.repository}\ncommit={pins.commit}")
+    elif anira is None:
+        raise GateError("models needs --anira (anira's checkout)")
+    else:
+        anira_pins.checkout(pins, anira)
     return 0
 
 

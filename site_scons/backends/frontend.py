@@ -34,6 +34,7 @@ from .model.recipes import plan_all
 from .model.selection import Filters, SelectionError, select, select_ids, suggest
 from .model.vocab import FLAVORS, KINDS, VocabularyError, canonical_platform
 from .options import FILTERS, OPTION_NAMES, OPTIONS, OptionError, option, parse_bool
+from .redaction import refusal as secret_refusal
 from .steps import LEG_STEPS
 from .steps.extract import ExtractError, archive_format
 
@@ -59,6 +60,7 @@ class Settings:
     origins: Mapping[str, str]
     binary_caches: tuple[str, ...] = ()
     binary_cache_write: bool = True
+    lock_minutes: int = 0  # `scons lock`: no fetch starts after this long (0: no bound)
     signer: Signer | None = None  # signs what is stored
     trust: Trust = Trust(frozenset())  # whose entries are restored
 
@@ -78,6 +80,7 @@ class Invocation:
 
 
 def _check_options(arguments: Mapping[str, str], arglist: Sequence[tuple[str, str]]) -> None:
+    _refuse_secrets([*arguments.items(), *arglist])  # first: every later message may show a value
     unknown = sorted(set(arguments) - set(OPTION_NAMES))
     if unknown:
         hint = suggest(unknown[0], OPTION_NAMES)
@@ -98,6 +101,13 @@ def _check_options(arguments: Mapping[str, str], arglist: Sequence[tuple[str, st
                 opt.validate(arguments[opt.name])
             except OptionError as error:
                 raise SelectionError(str(error)) from None
+
+
+def _refuse_secrets(options: Sequence[tuple[str, str]]) -> None:
+    for name, value in options:
+        problem = secret_refusal(name, value)
+        if problem:
+            raise SelectionError(problem)
 
 
 def _check_text(name: str, value: str) -> None:
@@ -225,6 +235,7 @@ def _signing(arguments: Mapping[str, str], launch_dir: Path, root: Path,
 
 def keygen_target(arguments: Mapping[str, str], targets: Sequence[str], launch_dir: Path) -> str:
     """`scons cache-keygen key=PATH`: write the key pair; what to tell the user."""
+    _refuse_secrets(list(arguments.items()))
     if list(targets) != [KEYGEN] or set(arguments) - {"key"}:
         raise SelectionError(f"{KEYGEN} takes key=PATH and nothing else: scons {KEYGEN} key=~/.anira/cache-key")
     path = arguments.get("key", "")
@@ -264,6 +275,7 @@ def _settings(arguments: Mapping[str, str], root: Path, launch_dir: Path, enviro
         origins=parse_origins(value("origin"), launch_dir),
         binary_caches=_binary_caches(value("binary_cache"), launch_dir, root),
         binary_cache_write=parse_bool("binary_cache_write", value("binary_cache_write")),
+        lock_minutes=int(value("lock_minutes")),
         signer=signer,
         trust=trust,
     )

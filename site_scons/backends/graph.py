@@ -23,6 +23,7 @@ from . import actions
 from .actions import LegNodes, RunContext, Step, StepResult, leaf
 from .binary_cache import CacheError, warn
 from .cache_entry import check_entry
+from .cache_trust import signer_label, signer_of
 from .canonical import canonical, digest, plain
 from .frontend import Invocation, Settings
 from .locations import origin_filename, origin_for
@@ -308,11 +309,35 @@ class Graph:
         # The alias names step manifests only: SCons content-hashes an alias's children on every
         # run, and the archive beside them can be a GB.
         targets = [publish[-1]]
-        if key and not nodes.restored_from and self.run.stores and self.settings.binary_cache_write:
-            targets.append(self._step([steps_dir / "store.json"], [publish[-1]], "store", leg.id,
-                                      f"{published.name} as {nodes.key.short}", partial(actions.store, leg.id),
-                                      {"key": key, "stores": self.settings.binary_caches})[-1])
+        if nodes.key and key and not nodes.restored_from and self.run.stores and self.settings.binary_cache_write:
+            targets.append(self._store(nodes, nodes.key, published, publish[-1]))
         self.env.Alias(leg.id, targets)
+
+    def _store(self, nodes: LegNodes, key: LegKey, published: Path, publish: Any) -> Any:
+        """The store step of a built leg: its signature holds the signer, and a store it wrote
+        that no longer holds the entry reruns it (`_still_stored`)."""
+        signer = self.settings.signer
+        record = nodes.dirs.steps / "store.json"
+        self._still_stored(key, published.name, record)
+        return self._step([record], [publish], "store", nodes.plan.leg.id, f"{published.name} as {key.short}",
+                          partial(actions.store, nodes.plan.leg.id),
+                          {"key": key.digest, "stores": self.settings.binary_caches,
+                           "signer": signer.public if signer else ""})[-1]
+
+    def _still_stored(self, key: LegKey, archive: str, record: Path) -> None:
+        """The store step's record covers the stores' state: when a store it wrote no longer
+        holds the entry as stored (deleted, pruned, truncated), the step reruns and puts it
+        back. One cheap look per store and run (a stat, a HEAD, the release's listing)."""
+        previous = read_record(record) or {}
+        sizes = previous.get("entry")
+        if previous.get("key") != key.digest or not isinstance(sizes, dict):
+            return  # never stored under this key: the step runs anyway
+        stored = set(previous.get("stored") or ())
+        for store in self.run.stores:
+            if store.location in stored and store.holds(key.digest, archive, sizes) is False:
+                self.run.records.invalidate(record, f"the entry {key.short} is missing from {store.location} (or not "
+                                                    "as it was stored)")
+                return
 
     # -- the binary cache ------------------------------------------------------------------------
     def _key(self, plan: Plan) -> LegKey:
@@ -329,8 +354,9 @@ class Graph:
         """The leg declared as restore -> publish when its archive for this key came, or now
         comes, from a binary cache. A restored archive and a built one of the same key are
         the same result: whichever way dist/ got it last is kept, so switching binary_cache=
-        on or off never rebuilds nor restores what is there. Otherwise a cache is looked up
-        now (the key is known before anything is built)."""
+        on or off never rebuilds nor restores what is there. An entry kept from an earlier
+        restore is used only while this run's trust admits its signer (`_kept`); otherwise a
+        cache is looked up now (the key is known before anything is built)."""
         leg = plan.leg
         dirs = self._leg_dirs(leg, {}, {}, {})
         name = published_name(plan, self.settings.format)
@@ -339,21 +365,40 @@ class Graph:
         if published.get("leg_key") == key.digest and not published.get("restored_from") \
                 and (self.dist / name).is_file():
             return None  # built for this key: the build path, up to date
-        previous = read_record(dirs.steps / "restore.json") or {}
-        store = previous.get("store") if previous.get("key") == key.digest and (entry / name).is_file() else None
+        store = self._kept(leg, key, name, entry, read_record(dirs.steps / "restore.json") or {})
         checked = store is None  # a fresh entry is checked now, contract included; restore needs not again
         store = store or (self._lookup(plan, engine, key, name, entry) if self.run.stores else None)
         if store is None:
             return None
-        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs, key=key, restored_from=store)
+        signer = signer_of(entry / name)
+        nodes = LegNodes(plan=plan, engine=engine, dirs=dirs, key=key, restored_from=store, signer=signer)
         nodes.archive, nodes.published = dirs.leg / "archive" / name, self.dist / name
         self.legs[leg.id] = nodes
+        self.run.summary.restored(leg.id, store, key.short)
         restore = self._step([*publish_step.published_files(nodes.archive)[::-1],
                               dirs.steps / "restore.json"], [], "restore", leg.id,
                              f"{name} from {store}", partial(actions.restore, leg.id, entry, store, checked),
-                             {"key": key.digest, "contract": plan.contract})
+                             {"key": key.digest, "contract": plan.contract,
+                              "trust": self.settings.trust.judged(signer)})
         self._publish(nodes, [restore[-1]])
         return nodes
+
+    def _kept(self, leg: Leg, key: LegKey, name: str, entry: Path, previous: dict[str, Any]) -> str | None:
+        """The store an entry kept in build/binary-cache/ from an earlier restore of this key
+        came from, while this run's trust admits the signer its signature names (the restore
+        step re-checks it whole when the trusted set changed: its signature holds the set).
+        An entry whose signer is no longer trusted is removed and said: revoking a key takes
+        effect on the next run, with or without binary_cache= and dist/."""
+        if previous.get("key") != key.digest or not (entry / name).is_file():
+            return None
+        signer, trust = signer_of(entry / name), self.settings.trust
+        if trust.admits(signer):
+            return str(previous.get("store") or "") or None
+        warn(f"{leg.id}: the entry {key.short} restored from {previous.get('store')} rests on {signer_label(signer)}, "
+             f"which this run does not trust ({trust.describe()}): it is not used, the leg is "
+             f"{'looked up again' if self.run.stores else 'rebuilt'}")
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
 
     def _lookup(self, plan: Plan, engine: Engine, key: LegKey, name: str, entry: Path) -> str | None:
         trust = self.settings.trust

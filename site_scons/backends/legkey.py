@@ -18,6 +18,9 @@ for a leg's archive before its graph is declared. It covers, each as a named par
 - `format`    the archive format;
 - `legs`      for an aggregate, the keys of its inputs.
 
+Repository files (patches, smoke files) are hashed with their line endings normalised
+(line_endings.py), so a CRLF checkout on Windows computes the keys an LF one does.
+
 A leg with an unpinned input it fetches has no key (`uncacheable` says which input): its bytes
 could change under the same name. With `lock=1` an unpinned optional download is fetched, so
 it counts as unpinned too. Nothing outside these parts (the README, another engine's recipe,
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from .canonical import canonical, digest
+from .line_endings import checkout_sha256
 from .locations import origin_for
 from .model.engine import Engine
 from .model.leg import Leg
@@ -96,8 +100,8 @@ def leg_key(plan: Plan, engine: Engine, root: Path, *, fmt: str = "zip", origins
             input_keys: Mapping[str, LegKey] | None = None,
             hash_file: Callable[[Path], str] = sha256_file, lock: bool = False) -> LegKey:
     """The key of `plan`'s leg; `origins` as the command line gives them (`""` for the main
-    download), `input_keys` the keys of an aggregate's input legs, `lock` whether the build
-    fetches unpinned downloads (lock=1)."""
+    download; hashed with `hash_file`), `input_keys` the keys of an aggregate's input legs, `lock`
+    whether the build fetches unpinned downloads (lock=1)."""
     leg = plan.leg
     origins = origins or {}
     pins, unpinned = [], []
@@ -113,9 +117,9 @@ def leg_key(plan: Plan, engine: Engine, root: Path, *, fmt: str = "zip", origins
     parts = {
         "engine": f"{engine.name} {engine.version}",
         "inputs": digest(pins),
-        "patches": digest([(p.file, hash_file(engine.root / p.file)) for p in plan.patches]),
+        "patches": digest([(p.file, checkout_sha256(engine.root / p.file)) for p in plan.patches]),
         "plan": digest(canonical(replace(plan, notes=(), warnings=()))),
-        "smoke": _files_digest(_smoke_files(plan, root), root, hash_file),
+        "smoke": _files_digest(_smoke_files(plan, root), root, checkout_sha256),
         "steps": str(STEP_VERSION),
         "runner": leg.runner,
         "format": fmt,

@@ -32,10 +32,11 @@ over all of the engine's legs however narrow the selection.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .buildtree import TreeBusy, lock_tree
 from .explain import format_table
@@ -126,9 +127,13 @@ def _legs_in(matrix: Matrix, legs: Sequence[Leg]) -> list[Leg]:
                         "run `scons lock` again") from None
 
 
-def lock(matrix: Matrix, legs: Sequence[Leg], settings: Settings) -> str:
+def lock(matrix: Matrix, legs: Sequence[Leg], settings: Settings,
+         clock: Callable[[], float] = time.monotonic) -> str:
     """Resolve every input of `legs`, record what is missing; the table of what was done.
-    Raises LockIncomplete, after recording the rest, when an input could not be pinned."""
+    Raises LockIncomplete, after recording the rest, when an input could not be pinned, or
+    was not tried because `settings.lock_minutes` ran out (a job's time limit would lose
+    every hash fetched; the budget keeps them)."""
+    deadline = clock() + 60 * settings.lock_minutes if settings.lock_minutes else None
     bump = bump_version(matrix, legs, settings.version) if settings.version else None
     data = bump.matrix if bump else matrix
     plans = plan_all(data, list(legs))
@@ -138,6 +143,10 @@ def lock(matrix: Matrix, legs: Sequence[Leg], settings: Settings) -> str:
     for item in inputs:
         if item.parent:
             continue  # resolved with the file that names it
+        if deadline is not None and clock() >= deadline:
+            failures.append(Failure(item, f"not tried: lock_minutes={settings.lock_minutes} ran out; lock again "
+                                          "for the rest", conflict=False))
+            continue
         try:
             outcomes += _resolve(item, origin_of(item, plans, settings.origins), settings, data.engines[item.engine])
         except LockError as error:

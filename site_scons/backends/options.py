@@ -34,6 +34,11 @@ def _positive_integer(name: str, value: str) -> None:
         raise OptionError(f"{name}={value!r} must be a positive integer")
 
 
+def _whole_number(name: str, value: str) -> None:
+    if not (value.isascii() and value.isdigit()):
+        raise OptionError(f"{name}={value!r} must be a whole number (0 or more)")
+
+
 def _version(name: str, value: str) -> None:
     """A version names archives and directories: the data's grammar (model/schema.py), which
     each engine narrows further (engine.toml `version_pattern`, checked with the selection)."""
@@ -99,6 +104,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("offline", "never touch the network: cache and directory mirrors only", "0", boolean=True),
     Option("lock", "building: accept downloads without a pin and record them into engine.toml (`scons lock` "
            "records the pins of any selection from any host, without building)", "0", boolean=True),
+    Option("lock_minutes", "with lock: start no fetch after this many minutes; what was pinned is recorded and "
+           "the inputs not tried are listed (lock again for them). 0: no bound", "0", check=_whole_number),
     Option("format", "archive format", "zip", ("zip", "tar.gz", "7z"), exact=True),
     Option("inputs", "where aggregates (universal, Android bundle) take their input archives: build the ones "
            "this host can build, or use those already in dist/ (CI's aggregate jobs download them)", "build",

@@ -86,6 +86,13 @@ class Records:
             self._why[record] = why
         return stale
 
+    def invalidate(self, record: str | Path, why: str) -> None:
+        """Judge the step of `record` stale, for `why`: a fact of the world its record cannot
+        show (an entry gone from a binary cache it was stored in). Before SCons asks."""
+        with self._lock:
+            self._stale[os.path.abspath(record)] = True
+            self._why[os.path.abspath(record)] = why
+
     def reason(self, record: str) -> str:
         """Why the step of `record` reruns, as found when it was judged stale ("" if unknown)."""
         with self._lock:

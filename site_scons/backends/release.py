@@ -37,7 +37,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import sbom
 from .github import GitHub, GitHubError, add_api_arguments, holds, redacting_printer
+from .model.plan import RELEASE_ASSET_MAX_BYTES
 from .steps.files import sha256_file
+from .steps.publish import write_published
 
 SUMS_NAME = "SHA256SUMS"
 SBOM_SUFFIX = ".spdx.json"
@@ -57,7 +59,13 @@ class Asset:
 
     @classmethod
     def of(cls, path: Path) -> "Asset":
-        return cls(name=path.name, path=path, size=path.stat().st_size, sha256=sha256_file(path))
+        """The file as an asset; one GitHub would refuse is an error before it is hashed."""
+        size = path.stat().st_size
+        if size > RELEASE_ASSET_MAX_BYTES:
+            raise ReleaseError(f"{path.name} is {size:,} bytes, over the {RELEASE_ASSET_MAX_BYTES:,}-byte release-asset "
+                               "limit: GitHub would refuse the upload (verify refuses such an archive; was it built "
+                               "by an older verify?)")
+        return cls(name=path.name, path=path, size=size, sha256=sha256_file(path))
 
 
 @dataclass(frozen=True)
@@ -128,7 +136,7 @@ def release_assets(legs: Sequence[RequiredLeg], dist: Path) -> list[Asset]:
         sboms.append(Asset.of(write_sbom(archive.path, leg.manifest)))
     archives.sort(key=lambda a: a.name)
     sums = dist / SUMS_NAME
-    sums.write_text("".join(f"{a.sha256}  {a.name}\n" for a in archives))
+    write_published(sums, "".join(f"{a.sha256}  {a.name}\n" for a in archives).encode("ascii"))
     manifests = [Asset.of(dist / (a.name + ".json")) for a in archives]
     return [*archives, *manifests, *sorted(sboms, key=lambda a: a.name), Asset.of(sums)]
 
@@ -148,7 +156,7 @@ def write_sbom(archive: Path, manifest: Mapping[str, Any]) -> Path:
                            f"{record.get('path')} (sha256 {listed.get(record.get('path')) or 'not listed'}); "
                            "the manifest was altered after the build: re-run the leg")
     path = archive.with_name(archive.name + SBOM_SUFFIX)
-    path.write_bytes(data)
+    write_published(path, data)
     return path
 
 

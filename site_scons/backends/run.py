@@ -218,6 +218,11 @@ def _is_tty(stream: IO[str]) -> bool:
 _SECRET = re.compile(r"TOKEN|SECRET|PASSW|PWD|CREDENTIAL|_KEY$|^DEV_ID_APP", re.IGNORECASE)
 
 
+def is_credential(name: str) -> bool:
+    """Whether the variable `name` holds a credential, whose value no log or record may hold."""
+    return bool(_SECRET.search(name))
+
+
 def _log_header(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
                 label: str) -> str:
     lines = [

@@ -5,7 +5,7 @@ printed when the run ends (also after a failure), one per leg:
 
     published   <leg>  dist/<archive> (<size>, <n> files)[; stored in <binary caches>]
     restored    <leg>  dist/<archive> (...) from <binary cache> (key <short key>)
-    up to date  <leg>  dist/<archive>
+    up to date  <leg>  dist/<archive>[ restored from <binary cache> (key <short key>)][; stored in <binary caches>]
     failed      <leg>  <step> failed; log: <path>
     withdrawn   <leg>  dist/<archive> moved to dist/.stale/ (its rebuild did not finish)
     not run     <leg>  smoke not run: <reason>   (in addition to published/up to date)
@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from .steps.files import relative_label
 
@@ -55,6 +56,8 @@ class Summary:
             self._leg(leg_id).published = f"dist/{archive.name} ({size / 1e6:.1f} MB, {files} files)"
 
     def restored(self, leg_id: str, store: str, key: str) -> None:
+        """The leg's archive is (or becomes) a binary cache entry's: said as it is published, and
+        when it is up to date."""
         with self._lock:
             self._leg(leg_id).restored = f"from {store} (key {key})"
 
@@ -74,7 +77,7 @@ class Summary:
             if isinstance(notes, list):
                 self._leg(leg_id).smoke_notes = [str(note) for note in notes]
 
-    def render(self, legs: dict[str, Path], failed_elsewhere: list[str] = ()) -> list[str]:
+    def render(self, legs: dict[str, Path], failed_elsewhere: Sequence[str] = ()) -> list[str]:
         """Lines for the selected legs (leg id -> its dist/ archive path), failures last."""
         lines: list[tuple[int, str]] = []
         last_log = ""
@@ -90,13 +93,14 @@ class Summary:
                     lines.append((2, f"  withdrawn   {name}  dist/{archive.name} moved to dist/.stale/ "
                                      "(its rebuild did not finish)"))
                 continue
+            stored = f"; stored in {', '.join(state.stored)}" if state.stored else ""
             if state.published and state.restored:
                 lines.append((0, f"  restored    {name}  {state.published} {state.restored}"))
             elif state.published:
-                stored = f"; stored in {', '.join(state.stored)}" if state.stored else ""
                 lines.append((0, f"  published   {name}  {state.published}{stored}"))
             elif archive.is_file():
-                lines.append((0, f"  up to date  {name}  dist/{archive.name}"))
+                restored = f" restored {state.restored}" if state.restored else ""
+                lines.append((0, f"  up to date  {name}  dist/{archive.name}{restored}{stored}"))
             else:
                 lines.append((1, f"  not built   {name}  (a step it depends on failed)"))
             if state.smoke_not_run:

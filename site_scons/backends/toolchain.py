@@ -33,30 +33,37 @@ class ToolMissing(RuntimeError):
     """A tool a step needs is not installed on this host."""
 
 
+# The project's OS names -> sys.platform's, for asking about a host other than this one.
+PLATFORM_OF_OS = {"macos": "darwin", "windows": "win32", "linux": "linux"}
+
+
 def _host() -> str:
     return "win32" if sys.platform.startswith("win") else sys.platform
 
 
-def native_equivalents(name: str) -> tuple[str, ...]:
-    """The Apple/MSVC spellings that can stand in for `name` on this host."""
-    return _NATIVE_EQUIVALENTS.get(name, {}).get(_host(), ())
+def native_equivalents(name: str, system: str | None = None) -> tuple[str, ...]:
+    """The Apple/MSVC spellings that can stand in for `name` on this host (or on the
+    sys.platform `system`)."""
+    return _NATIVE_EQUIVALENTS.get(name, {}).get(system or _host(), ())
 
 
-def candidate_names(name: str, *, prefer_native: bool = False) -> list[str]:
+def candidate_names(name: str, *, prefer_native: bool = False, system: str | None = None) -> list[str]:
     """Every spelling `find_tool` tries, in order."""
     llvm_names = [name] + [f"{name}-{suffix}" for suffix in LLVM_SUFFIXES]
-    native = list(native_equivalents(name))
+    native = list(native_equivalents(name, system))
     return native + llvm_names if prefer_native else llvm_names + native
 
 
-def find_tool(name: str, *, prefer_native: bool = False) -> str | None:
+def find_tool(name: str, *, prefer_native: bool = False, system: str | None = None,
+              path: str | None = None) -> str | None:
     """The absolute path of `name` (or a versioned/native spelling of it), or None.
 
     `prefer_native=True` tries Xcode's/MSVC's tool first (what upstream uses on that
-    host); otherwise the LLVM spellings come first.
+    host); otherwise the LLVM spellings come first. `system` and `path` ask as a host of
+    that sys.platform with that PATH would (default: this one's).
     """
-    for candidate in candidate_names(name, prefer_native=prefer_native):
-        found = shutil.which(candidate)
+    for candidate in candidate_names(name, prefer_native=prefer_native, system=system):
+        found = shutil.which(candidate, path=path)
         if found:
             return found
     return None

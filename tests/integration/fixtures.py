@@ -952,12 +952,13 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def scons(project: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600,
-          cwd: Path | None = None) -> Run:
-    """scons in `project`, or started from `cwd` (give `-C <project>` or `-u` in `args`)."""
+          cwd: Path | None = None, umask: int = -1) -> Run:
+    """scons in `project`, or started from `cwd` (give `-C <project>` or `-u` in `args`);
+    with `umask`, under that umask."""
     argv = scons_argv(*args)
     started = time.monotonic()
     done = subprocess.run(argv, cwd=cwd or project, env=child_env(env), capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, umask=umask)
     return Run(argv, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 
 

@@ -279,8 +279,11 @@ def test_an_entry_kept_from_an_earlier_run_is_checked_again_before_reuse(project
 
 
 def test_switching_the_cache_on_or_off_reruns_nothing(project, tmp_path):
-    """A restored archive and a built one with the same key are the same result."""
+    """A restored archive and a built one with the same key are the same result. (A restored
+    one rests on its signer: a run without binary_cache= keeps it under the same trust;
+    test_binary_cache_trust.py revokes it.)"""
     cache = _signed(f"{tmp_path / 'binary-cache'}")
+    trust = cache[2]
     _ok(scons(project, FIXBIN_LEG))
     stored = _ok(scons(project, FIXBIN_LEG, *cache))  # the built archive is stored, nothing else runs
     assert [line.split()[0] for line in stored.step_lines()] == ["[store]"], str(stored)
@@ -289,6 +292,7 @@ def test_switching_the_cache_on_or_off_reruns_nothing(project, tmp_path):
     assert _ok(scons(project, FIXBIN_LEG)).step_lines() == []
     _clean(project)
     assert _summary(_ok(scons(project, FIXBIN_LEG, *cache)), "restored") == {FIXBIN_LEG}
-    off = _ok(scons(project, FIXBIN_LEG))
+    off = _ok(scons(project, FIXBIN_LEG, trust))
     assert off.step_lines() == [] and "withdraw" not in off.stdout, str(off)
+    assert f"up to date  {FIXBIN_LEG}" in off.stdout and "restored from" in off.stdout, str(off)
     assert _ok(scons(project, FIXBIN_LEG, *cache)).step_lines() == []

@@ -1,6 +1,6 @@
 """A tag whose leg the binary cache holds: the plan job gives that leg no runner job, and the
 release job restores it, checked, into the release. Driven through the workflows' own `run:`
-scripts (the plan step of _legs.yml, the restore and release steps of ci.yml) with bash,
+scripts (the plan step of _legs.yml, the restore and release steps of ci.yml) with GitHub's shell,
 against the fake GitHub API, on a fixture project: an earlier push built the prebuilt fixbin
 leg and stored it, signed with the key the project trusts; the fixsrc leg misses and is built
 as its runner job would. A forged entry (consistent sidecars, no key to sign them) is refused
@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 import fixtures
+import gha
 from fixtures import FIXBIN_LEG_IDS, LegRow, fixbin_archive, scons
 from fake_github import REPO, TOKEN, FakeGitHub, serve
 from scratch import bench_module
 
+from backends.cache_trust import key_id
+
 ROOT = Path(__file__).resolve().parents[2]
-yaml = pytest.importorskip("yaml", reason="PyYAML reads the workflows")
 CACHE = f"github:{REPO}@binary-cache"
 TAG = "v1.0.0"
 HIT = FIXBIN_LEG_IDS[0]
@@ -31,9 +33,8 @@ MISSES = ("fixsrc-linux-x86_64-static", "fixsrc-linux-x86_64-gpu-shared")  # the
 bench = bench_module("ci_cost")
 
 
-def _release_step(starts: str) -> str:
-    steps = yaml.safe_load((ROOT / ".github/workflows/ci.yml").read_text())["jobs"]["release"]["steps"]
-    return next(step for step in steps if step.get("name", "").startswith(starts))["run"]
+def _release_step(starts: str) -> gha.Step:
+    return gha.step("ci.yml", "release", starts)
 
 
 def _archives(legs: tuple[str, ...]) -> list[str]:
@@ -116,4 +117,6 @@ def test_a_hit_leg_gets_no_runner_job_and_is_released_checked(project_factory, t
         assert {archive, f"{archive}.json", "SHA256SUMS", *_archives(MISSES)} <= set(names)
         assert github.asset_bytes(TAG, archive) == built
         released = json.loads(github.asset_bytes(TAG, f"{archive}.json"))
-        assert released["restored"] == {"from binary cache": CACHE, "key": key} and released["leg_key"] == key
+        assert released["restored"] == {"from binary cache": CACHE, "key": key,
+                                        "signed by": f"key {key_id(public.read_text().strip())}"}
+        assert released["leg_key"] == key

@@ -5,6 +5,8 @@ the download cache and nothing in dist/.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -16,6 +18,11 @@ from fixtures import LegRow, fixsrc_archive, scons
 
 FIXBIN_LEG = fixtures.FIXBIN_LEG_IDS[0]
 GPU_LEG = "fixsrc-linux-x86_64-gpu-shared"
+# Secrets as they could be pasted, and the CI one in the environment of every refused run:
+# none of their bytes may reach the output (tests/unit/test_selection.py holds the full table).
+PASTED_SEED = base64.b64encode(hashlib.sha256(b"pasted on the command line").digest()).decode()
+PASTED = f"ed25519-secret:{PASTED_SEED}"
+ENV_SEED = base64.b64encode(hashlib.sha256(b"the CI secret").digest()).decode()
 
 
 def _failed(run: fixtures.Run) -> fixtures.Run:
@@ -165,15 +172,24 @@ def test_cpu_build_mislabelled_gpu_is_caught_by_verify(project_factory):
     (("engine=fixsrc", "cache=dist"), "lies inside dist/"),
     (("fixsrc-linux-x86_64-shared", "origin=/etc/hostname"), "unknown archive type"),
     (("build/legs/fixbin-linux-x86_64-shared/steps/build.json",), "fixbin-linux-x86_64-shared has no build step"),
+    # Secrets pasted where a path or public key belongs: refused, shown redacted.
+    (("engine=fixsrc", f"binary_cache_key={PASTED}"), "binary_cache_key=<redacted: ed25519-secret:..., 59 characters>"),
+    (("engine=fixsrc", f"binary_cache_key={PASTED_SEED}"), "binary_cache_key=<redacted: key material, 44 characters>"),
+    (("engine=fixsrc", f"binary_cache_trust={PASTED}"), "binary_cache_trust=<redacted: ed25519-secret:"),
+    (("engine=fixsrc", f"binary_cache_key={PASTED}", f"binary_cache_key={PASTED_SEED}"), "holds key material"),
+    (("cache-keygen", f"key={PASTED}"), "key=<redacted: ed25519-secret:"),
 ])
 def test_bad_command_line_writes_nothing(project_factory, args, message):
     project = project_factory()
     before, around = _listing(project), _listing(project.parent)
-    env = {"PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "ANIRA_BINARY_CACHE_KEY": f"ed25519-secret:{ENV_SEED}"}
     run = scons(project, *args, env=env)
     assert run.returncode == 2, str(run)
     assert message in run.stderr, str(run)
     assert "Traceback" not in run.stderr, str(run)
+    shown = run.stdout + run.stderr
+    assert not [seed[i:i + 8] for seed in (PASTED_SEED, ENV_SEED) for i in range(len(seed) - 7)
+                if seed[i:i + 8] in shown], "a secret's bytes were printed"
     assert not (project / "build").exists() and not (project / "dist").exists()
     assert _listing(project) == before
     assert _listing(project.parent) == around, "a refused command wrote beside the project"

@@ -432,6 +432,23 @@ def test_publish_to_another_filesystem(project_factory, upstream):
         subprocess.run(["umount", str(dist)], check=False)
 
 
+def test_published_modes_and_bytes_do_not_follow_the_umask(project_factory, upstream):
+    """Built under umask 000 and under umask 077: dist/ 0755, each published file 0644, and
+    the same archive bytes as under 022 (members' modes are normalised)."""
+    archive = fixbin_archive(FIXBIN_LEG)
+    published: dict[int, dict[str, bytes]] = {}
+    for mask in (0o022, 0o000, 0o077):
+        project = _fixbin_project(project_factory, upstream, f"umask-{mask:03o}")
+        _ok(scons(project, FIXBIN_LEG, umask=mask))
+        dist = project / "dist"
+        assert os.stat(dist).st_mode & 0o7777 == 0o755, mask
+        assert {p.name: p.stat().st_mode & 0o7777 for p in dist.iterdir()} == dict.fromkeys(_dist(project, archive),
+                                                                                         0o644), mask
+        published[mask] = _dist(project, archive)
+    assert published[0o000][archive] == published[0o077][archive] == published[0o022][archive]
+    assert published[0o000][archive + ".sha256"] == published[0o022][archive + ".sha256"]
+
+
 def test_gc_removes_what_no_leg_references(project_factory, upstream):
     project = _fixbin_project(project_factory, upstream)
     _ok(scons(project, FIXBIN_LEG))

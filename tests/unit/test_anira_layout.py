@@ -103,8 +103,9 @@ def test_the_matrix_gates_linux_always_and_other_platforms_with_archives(tmp_pat
                _entry("onnxruntime", "onnxruntime", "1.26.0", "windows-x86_64", runner="windows-2025"),
                _entry("executorch", "executorch", "1.5.1", "macos-arm64", runner="macos-15")]  # anira has no ExecuTorch
     dist = _dist(tmp_path, entries)
-    assert downstream.gate_matrix(entries, dist) == [{"platform": "linux-x86_64", "runner": "ubuntu-24.04"},
-                                                     {"platform": "windows-x86_64", "runner": "windows-2025"}]
+    assert downstream.gate_matrix(entries, dist) == [
+        {"platform": "linux-x86_64", "runner": "ubuntu-24.04", "artifact": "anira-gate-1"},
+        {"platform": "windows-x86_64", "runner": "windows-2025", "artifact": "anira-gate-2"}]
     with pytest.raises(downstream.GateError, match="linux-x86_64"):
         downstream.gate_matrix(entries[1:], dist)
 
@@ -115,9 +116,37 @@ def test_the_cli_prints_the_matrix_and_the_arguments(tmp_path: Path, capsys: pyt
     matrix = tmp_path / "ci-matrix.json"
     matrix.write_text(json.dumps({"include": entries}))
     assert downstream.main(["matrix", "--matrix", str(matrix), "--dist", str(dist)]) == 0
-    assert json.loads(capsys.readouterr().out) == {"include": [{"platform": "linux-x86_64", "runner": "ubuntu-24.04"}]}
+    assert json.loads(capsys.readouterr().out) == {"include": [{"platform": "linux-x86_64", "runner": "ubuntu-24.04",
+                                                                "artifact": "anira-gate-1"}]}
     assert downstream.main(["cmake-args", "--platform", "linux-x86_64", "--matrix", str(matrix), "--dist",
                             str(dist)]) == 0
     assert "-DANIRA_WITH_ONNXRUNTIME=ON" in capsys.readouterr().out.splitlines()
     assert downstream.main(["cmake-args", "--platform", "macos-arm64", "--matrix", str(matrix), "--dist",
                             str(dist)]) == 2
+
+
+def test_each_gate_job_gets_only_its_platforms_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The release job stages one folder per anira job: that platform's archives and manifests,
+    SHA256SUMS and the matrix, and nothing else (an anira job downloads 3-4 archives, not ~100)."""
+    entries = [_entry("onnxruntime", "onnxruntime", "1.26.0"), _entry("libtorch", "libtorch", "2.12.0"),
+               _entry("onnxruntime", "onnxruntime", "1.26.0", "windows-x86_64", runner="windows-2025"),
+               _entry("onnxruntime", "onnxruntime", "1.26.0", kind="static", id="onnxruntime-linux-x86_64-static",
+                      archive="onnxruntime-1.26.0-Linux-x86_64-static.zip")]
+    dist = _dist(tmp_path, entries)
+    matrix = tmp_path / "ci-matrix.json"
+    matrix.write_text(json.dumps({"include": entries}))
+    out = tmp_path / "gate"
+    assert downstream.main(["stage", "--matrix", str(matrix), "--dist", str(dist), "--out", str(out)]) == 0
+    jobs = json.loads(capsys.readouterr().out)["include"]
+    assert [job["artifact"] for job in jobs] == ["anira-gate-1", "anira-gate-2"]
+    staged = {folder.name: sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+              for folder in out.iterdir()}
+    linux = [entries[0]["archive"], entries[1]["archive"]]
+    assert staged["1"] == sorted(["ci-matrix.json", "dist/SHA256SUMS", *(f"dist/{a}" for a in linux),
+                                  *(f"dist/{a}.json" for a in linux)])
+    assert staged["2"] == sorted(["ci-matrix.json", "dist/SHA256SUMS", f"dist/{entries[2]['archive']}",
+                                  f"dist/{entries[2]['archive']}.json"])
+    # What the anira job then configures from its own folder alone.
+    args = downstream.cmake_args(entries, out / "1" / "dist", "linux-x86_64")
+    assert "-DANIRA_WITH_LIBTORCH=ON" in args and "-DANIRA_WITH_ONNXRUNTIME=ON" in args
+    assert downstream.main(["stage", "--matrix", str(matrix), "--dist", str(dist), "--out", str(out)]) == 2

@@ -33,8 +33,10 @@ def test_keygen_writes_a_private_secret_and_never_overwrites(tmp_path: Path) -> 
     secret, public = keygen(tmp_path / "k")
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600
     assert public.name == "k.pub" and public.read_text().startswith("ed25519:")
+    before = secret.read_bytes(), public.read_bytes()
     with pytest.raises(TrustError, match="exists already"):
         keygen(tmp_path / "k")
+    assert (secret.read_bytes(), public.read_bytes()) == before
 
 
 def test_a_signed_entry_is_taken_under_its_key(tmp_path: Path, keys) -> None:
@@ -117,7 +119,7 @@ def test_trust_lists_keys_inline_and_in_files(tmp_path: Path, keys) -> None:
 @pytest.mark.parametrize("spec, message", [
     ("ed25519:abc", "not base64"),
     ("ed25519:" + "A" * 40, "not an ed25519 key's 32"),
-    ("/nonexistent/keys.pub", "cannot read trusted keys"),
+    ("/nonexistent/keys.pub", "the trusted keys file /nonexistent/keys.pub cannot be read: No such file"),
 ])
 def test_bad_trust_is_refused_by_name(tmp_path: Path, spec: str, message: str) -> None:
     with pytest.raises(TrustError, match=message):

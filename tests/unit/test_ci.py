@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import gha
 from backends import ci, sign
 from backends.model.leg import Leg
 from backends.model.matrix import load_matrix
@@ -202,18 +204,34 @@ def test_triggers_concurrency_and_release_gate() -> None:
     triggers = workflow.get("on", workflow.get(True))
     assert triggers["push"] == {"branches": ["main"], "tags": ["v*"]} and "pull_request" in triggers
     assert workflow["concurrency"]["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
-    assert "github.sha" in workflow["concurrency"]["group"]  # main and tag runs never share a group
     release_job = workflow["jobs"]["release"]
     assert "github.event_name == 'push'" in release_job["if"] and "refs/tags/v" in release_job["if"]
     assert release_job["permissions"]["contents"] == "write"
     assert any("python -m backends.release" in step.get("run", "") for step in release_job["steps"])
 
 
-def test_actions_are_pinned_to_a_version() -> None:
-    for path in WORKFLOWS:
-        for line in path.read_text().splitlines():
-            if "uses:" in line and "./" not in line:
-                assert "@v" in line, f"{path.name}: {line.strip()}"
+def _run_of(event: str, ref: str, run_id: int, number: int = 0) -> dict[str, Any]:
+    return {"github": {"event_name": event, "ref": ref, "run_id": float(run_id),
+                       "event": {"pull_request": {"number": float(number)}}}}
+
+
+def test_runs_share_a_concurrency_group_only_where_one_may_wait_for_the_other() -> None:
+    """Evaluated as GitHub evaluates it: pushes to main queue in one group (never cancelled);
+    each tag and each manual run is alone; a pull request's new push cancels its old run."""
+    concurrency = _load("ci.yml")["concurrency"]
+
+    def group(run: dict[str, Any]) -> str:
+        return str(gha.render(concurrency["group"], run))
+
+    main1, main2 = _run_of("push", "refs/heads/main", 1), _run_of("push", "refs/heads/main", 2)
+    tag, other_tag = _run_of("push", "refs/tags/v1.0.0", 3), _run_of("push", "refs/tags/v1.0.1", 4)
+    manual1, manual2 = _run_of("workflow_dispatch", "refs/heads/main", 5), _run_of("workflow_dispatch", "refs/heads/main", 6)
+    pr1, pr2 = _run_of("pull_request", "refs/pull/7/merge", 7, 7), _run_of("pull_request", "refs/pull/7/merge", 8, 7)
+    assert group(main1) == group(main2) and group(pr1) == group(pr2)
+    assert len({group(run) for run in (main1, tag, other_tag, manual1, manual2, pr1)}) == 6
+    cancels = {name: gha.render(concurrency["cancel-in-progress"], run)
+               for name, run in (("main", main1), ("tag", tag), ("manual", manual1), ("pr", pr1))}
+    assert cancels == {"main": False, "tag": False, "manual": False, "pr": True}
 
 
 def _legs_callers(workflow: dict[Any, Any]) -> dict[str, dict[Any, Any]]:
@@ -351,33 +369,21 @@ EXPRESSION = re.compile(r"\$\{\{.*?\}\}", re.DOTALL)
 POSIX_SHELLS = ("bash", "sh")
 
 
-def _default_shell(workflow: dict[Any, Any], job: dict[Any, Any]) -> str | None:
-    """The shell a step without `shell:` gets: the job's or workflow's default, else the
-    runner's (pwsh on Windows, bash elsewhere); None where the runner is only known at run time."""
-    for defaults in (job.get("defaults"), workflow.get("defaults")):
-        if defaults and defaults.get("run", {}).get("shell"):
-            return str(defaults["run"]["shell"])
-    runs_on = str(job.get("runs-on", ""))
-    if "${{" in runs_on:
-        return None
-    return "pwsh" if runs_on.startswith("windows") else "bash"
-
-
 def _run_blocks(path: Path) -> list[RunBlock]:
-    """Every `run:` script of a workflow with a POSIX shell; `${{ }}` becomes a variable, as an
-    expression pasted into a script is text the shell parses (quote it, or pass it by env:)."""
+    """Every `run:` script of a workflow with a POSIX shell (the one GitHub derives for it);
+    `${{ }}` becomes a variable, as an expression pasted into a script is text the shell parses
+    (quote it, or pass it by env:)."""
     workflow = _load_path(path)
     blocks: list[RunBlock] = []
-    for job_name, job in workflow["jobs"].items():
-        for index, step in enumerate(job.get("steps", [])):
-            if "run" not in step:
+    for job_name in workflow["jobs"]:
+        for index, step in enumerate(gha.steps(path.name, job_name, workflow)):
+            if "run" not in step.body:
                 continue
-            shell = step.get("shell") or _default_shell(workflow, job)
-            where = f"{path.name}: job {job_name}, step {step.get('name', index + 1)!r}"
-            assert shell is not None, f"{where}: runs-on is a matrix value; name a shell (Windows defaults to pwsh)"
-            program = Path(shell.split()[0]).name
+            where = f"{path.name}: job {job_name}, step {step.body.get('name', index + 1)!r}"
+            assert step.shell is not None, f"{where}: runs-on is a matrix value; name a shell (Windows defaults to pwsh)"
+            program = Path(shlex.split(step.shell)[0]).name
             if program in POSIX_SHELLS:
-                blocks.append(RunBlock(where, program, EXPRESSION.sub("${GHA_EXPRESSION}", step["run"])))
+                blocks.append(RunBlock(where, program, EXPRESSION.sub("${GHA_EXPRESSION}", step.run)))
     return blocks
 
 
@@ -465,8 +471,9 @@ def test_retired_runner_labels_are_refused(full_matrix: list[dict[str, Any]]) ->
     assert ci.GITHUB_HOSTED_LABELS.isdisjoint(ci.RETIRED_LABELS) and set(RUNNERS).isdisjoint(ci.RETIRED_LABELS)
     assert set(ci.RETIRED_LABELS.values()) <= ci.GITHUB_HOSTED_LABELS
     leg = next(e for e in full_matrix if not e["needs"])
-    for label in ("macos-13", "ubuntu-20.04", "windows-2019"):
-        with pytest.raises(ci.CiError, match=f"runner '{label}' was retired by GitHub; use '{ci.RETIRED_LABELS[label]}'"):
+    for label in ("macos-13", "ubuntu-20.04", "ubuntu-22.04", "ubuntu-22.04-arm", "windows-2019"):
+        with pytest.raises(ci.CiError, match=f"runner '{label}' is retired or deprecated by GitHub; "
+                                             f"use '{ci.RETIRED_LABELS[label]}'"):
             ci.check_entries([{**leg, "runner": label}])
 
 
@@ -585,10 +592,29 @@ def matrix():  # type: ignore[no-untyped-def]
     # the build only probes glslc; CI installs what the probe needs before it
     ("executorch-linux-x86_64-gpu-static", {"probes": "glslc", "apt": ""}),
     ("executorch-linux-x86_64-static", {"probes": ""}),
+    # multi-GB CUDA origins stay out of the Actions cache; a compiling leg's cache is capped
+    ("libtorch-linux-x86_64-cuda-shared", {"download_cache": "false", "compiler_cache_max": ""}),
+    ("onnxruntime-linux-x86_64-cuda-shared", {"download_cache": "false"}),
+    ("onnxruntime-linux-x86_64-shared", {"download_cache": "true"}),
 ])
 def test_leg_setup(matrix, leg: str, expected: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
     outputs = ci.setup_for(leg, matrix).outputs()
     assert {key: outputs[key] for key in expected} == expected
+
+
+def test_compiler_caches_of_one_engine_fit_the_repositorys_cache(matrix) -> None:  # type: ignore[no-untyped-def]
+    """GitHub keeps 10 GB of caches per repository and evicts beyond it: the caches one
+    engine's legs write at once fit the share, so they do not evict each other."""
+    plans = plan_all(matrix)
+    cap = ci.compiler_cache_max(plans)
+    compiling = [plan for plan in plans if ci.compiler_launcher(plan)]
+    most = max(sum(1 for plan in compiling if plan.leg.engine == engine) for engine in ENGINES)
+    assert cap.endswith("M") and int(cap[:-1]) * most <= ci.COMPILER_CACHE_SHARE_MB < 10_000
+    assert {ci.setup_for(plan.leg.id, matrix).compiler_cache_max for plan in compiling[:3]} == {cap}
+    assert int(ci.compiler_cache_max(plans + compiling)[:-1]) < int(cap[:-1])  # more legs, smaller caches
+    build = (ROOT / ".github/workflows/_legs.yml").read_text()
+    assert "max-size: ${{ steps.setup.outputs.compiler_cache_max }}" in build
+    assert "if: steps.setup.outputs.download_cache == 'true'" in build
 
 
 def test_setup_unknown_leg(matrix) -> None:  # type: ignore[no-untyped-def]

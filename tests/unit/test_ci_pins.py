@@ -1,14 +1,12 @@
 """CI and pins: the plan job runs the legs whose inputs are all pinned and lists the others
 once (job summary and one warning), staying green; a tag's release fails there, before any
 build, and its release job makes no API call. The plan job's own `run:` script is run here with
-bash, as GitHub runs it, on a copy of this tree (where only some ExecuTorch legs are pinned).
+the shell GitHub gives it (tests/gha.py), on a copy of this tree (where only some ExecuTorch legs are pinned).
 The pin-refresh workflow runs `scons lock` on one Linux runner, keeps what it recorded when
 some inputs fail, and opens the pull request. (tests/unit/test_ci.py lints every workflow.)"""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -18,7 +16,9 @@ from typing import Any
 import pytest
 
 from backends import ci
+import gha
 from fake_github import REPO, TOKEN, serve
+from scratch import project_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -35,21 +35,14 @@ def _step(steps: list[dict[str, Any]], starts: str) -> tuple[int, dict[str, Any]
     return next((index, step) for index, step in enumerate(steps) if step.get("name", "").startswith(starts))
 
 
-def _plan_step() -> dict[str, Any]:
-    return _step(_workflow("_legs.yml")["jobs"]["plan"]["steps"], "scons ci-matrix")[1]
+def _plan_step() -> gha.Step:
+    return gha.step("_legs.yml", "plan", "scons ci-matrix")
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A checkout of this project as the plan job has it: its data and code, the pins as they are."""
-    checkout = tmp_path_factory.mktemp("checkout")
-    for name in TREE:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, checkout / name, ignore=shutil.ignore_patterns("__pycache__", "*.toml.lock"))
-        else:
-            shutil.copy(source, checkout / name)
-    return checkout
+    return project_copy(tmp_path_factory.mktemp("checkout"), TREE)
 
 
 @pytest.fixture(scope="module")
@@ -59,27 +52,22 @@ def selection(tree: Path) -> list[dict[str, Any]]:
     return ci.matrix_entries(json.loads(done.stdout))
 
 
-def _run_step(script: str, env: dict[str, str], cwd: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """`run:` as a GitHub runner runs it (bash -e -o pipefail) in `cwd`, with `scons` and this
-    `python` on PATH and the workflow's PYTHONPATH."""
+def _run_step(step: gha.Step, env: dict[str, str], cwd: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`run:` as a GitHub runner runs it (the step's shell, derived from the workflow) in `cwd`,
+    with `scons` and this `python` on PATH and the workflow's PYTHONPATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     shim = bin_dir / "scons"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m SCons "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-    script_file = tmp_path / "step.sh"
-    script_file.write_text(script)
-    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])
-    environ = {**os.environ, "PYTHONPATH": "site_scons", **env, "PATH": path}
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script_file)], cwd=cwd,
-                          env=environ, capture_output=True, text=True)
+    return gha.run(step, {"PYTHONPATH": "site_scons", **env}, cwd, tmp_path, path=[bin_dir, Path(sys.executable).parent])
 
 
 def _plan(tree: Path, tmp_path: Path, release: str, engines: str = "all", filters: str = ""
           ) -> tuple[subprocess.CompletedProcess[str], dict[str, str], str]:
     """The plan job's step: its exit, the job outputs it wrote, its job summary."""
     outputs, summary = tmp_path / "github_output", tmp_path / "summary.md"
-    done = _run_step(_plan_step()["run"], {"ENGINES": engines, "FILTERS": filters, "RELEASE": release,
+    done = _run_step(_plan_step(), {"ENGINES": engines, "FILTERS": filters, "RELEASE": release,
                                            "GITHUB_OUTPUT": str(outputs), "GITHUB_STEP_SUMMARY": str(summary)},
                      tree, tmp_path)
     written = outputs.read_text() if outputs.exists() else ""
@@ -92,7 +80,7 @@ def _commands(stdout: str) -> list[str]:
 
 
 def test_the_plan_step_reads_the_release_input_that_ci_sets_for_tags_only() -> None:
-    step = _plan_step()
+    step = _plan_step().body
     assert step["env"] == {"ENGINES": "${{ inputs.engines }}", "FILTERS": "${{ inputs.filters }}",
                            "RELEASE": "${{ inputs.release }}", "GITHUB_TOKEN": "${{ github.token }}"}
     assert 'python -m backends.ci plan-outputs --matrix ci-matrix.json --release "$RELEASE"' in step["run"]
@@ -142,10 +130,10 @@ def test_a_release_with_unpinned_inputs_fails_before_any_build(tree: Path, tmp_p
     [error] = _commands(done.stdout)
     assert error.startswith("::error title=unpinned inputs::a release builds pinned inputs only")
     assert "selected legs not run: unpinned inputs" in summary
-    release = _step(_workflow("ci.yml")["jobs"]["release"]["steps"], "draft and upload")[1]
+    release = gha.step("ci.yml", "release", "draft and upload")
     (tmp_path / "dist").mkdir()
     with serve() as github:
-        step = _run_step(release["run"], {"MATRIX": outputs.get("matrix", ""), "GITHUB_TOKEN": TOKEN,
+        step = _run_step(release, {"MATRIX": outputs.get("matrix", ""), "GITHUB_TOKEN": TOKEN,
                                           "PYTHONPATH": str(ROOT / "site_scons"),
                                           "GITHUB_REPOSITORY": REPO, "GITHUB_REF_NAME": "v1.0.0",
                                           "GITHUB_API_URL": github.base,
@@ -191,29 +179,44 @@ def test_the_pins_workflow_locks_on_one_linux_runner_and_opens_a_pull_request() 
     assert '--engine "$ENGINE"' in pull["run"] and '--token-secret "$TOKEN_SECRET"' in pull["run"]
 
 
-def test_the_lock_step_keeps_its_exit_and_puts_the_failures_in_the_job_summary(tmp_path: Path) -> None:
-    """`scons lock` that could pin only some inputs: the step exits as it did, and the job
-    summary holds what it said from its error on (the failures and what was recorded)."""
-    [job] = _workflow("pins.yml")["jobs"].values()
-    _, lock = _step(job["steps"], "scons lock")
+FAILING_LOCK = (  # `scons lock` that pinned some inputs and failed on one
+    "#!/bin/sh\n"
+    "echo \"args: $*\"\n"
+    "echo 'lock: onnxruntime x.tgz <- https://example.invalid/x.tgz' >&2\n"
+    "printf 'scons: *** 1 input not pinned:\\n  onnxruntime x.tgz: HTTP 404\\nrecorded 3 new pins\\n' >&2\n"
+    "exit 2\n")
+
+
+def _run_lock(lock: gha.Step, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], str]:
     fake = tmp_path / "fake"
-    fake.mkdir()
-    (fake / "scons").write_text(
-        "#!/bin/sh\n"
-        "echo \"args: $*\"\n"
-        "echo 'lock: onnxruntime x.tgz <- https://example.invalid/x.tgz' >&2\n"
-        "printf 'scons: *** 1 input not pinned:\\n  onnxruntime x.tgz: HTTP 404\\nrecorded 3 new pins\\n' >&2\n"
-        "exit 2\n")
+    fake.mkdir(exist_ok=True)
+    (fake / "scons").write_text(FAILING_LOCK)
     (fake / "scons").chmod(0o755)
     summary = tmp_path / "summary.md"
-    script = tmp_path / "lock.sh"
-    script.write_text(lock["run"])
-    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "ENGINE": "onnxruntime",
-           "VERSION": "1.27.0", "GITHUB_STEP_SUMMARY": str(summary)}
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True)
+    summary.unlink(missing_ok=True)
+    env = {"ENGINE": "onnxruntime", "VERSION": "1.27.0", "GITHUB_STEP_SUMMARY": str(summary)}
+    done = gha.run(lock, env, tmp_path, tmp_path, path=[fake])
+    return done, summary.read_text() if summary.exists() else ""
+
+
+def test_the_lock_step_keeps_its_exit_and_puts_the_failures_in_the_job_summary(tmp_path: Path) -> None:
+    """`scons lock` that could pin only some inputs: the step exits as it did (run with the
+    shell GitHub derives from pins.yml), and the job summary holds what it said from its error
+    on (the failures and what was recorded)."""
+    done, page = _run_lock(gha.step("pins.yml", "lock", "scons lock"), tmp_path)
     assert done.returncode == 2
     assert "args: -Q lock engine=onnxruntime version=1.27.0" in done.stdout and "HTTP 404" in done.stdout
-    page = summary.read_text()
     assert "scons: *** 1 input not pinned:" in page and "onnxruntime x.tgz: HTTP 404" in page
     assert "recorded 3 new pins" in page and "lock: onnxruntime" not in page
+
+
+def test_without_the_workflows_default_shell_the_failed_lock_goes_green(tmp_path: Path) -> None:
+    """The finding: a step without `shell:` runs as `bash -e {0}`, without pipefail, so
+    `scons lock | tee` returns tee's 0. pins.yml's `defaults.run.shell: bash` is what fails it."""
+    workflow = _workflow("pins.yml")
+    assert workflow["defaults"] == {"run": {"shell": "bash"}}
+    del workflow["defaults"]
+    lock = gha.step("pins.yml", "lock", "scons lock", workflow)
+    assert lock.shell == "bash -e {0}"
+    done, page = _run_lock(lock, tmp_path)
+    assert done.returncode == 0 and "HTTP 404" in done.stdout and page == ""

@@ -124,6 +124,48 @@ def test_an_archive_with_its_texts_passes_and_one_without_fails(tmp_path: Path) 
     assert len(check(elsewhere, contract, "1.26.0")) == 2  # at the archive's root is not where they live
 
 
+EMPTY_TEXTS = {
+    "empty": b"",
+    "blank lines": b"\n\r\n \t\n",
+    "a byte-order mark and spaces": b"\xef\xbb\xbf   \n",
+    "UTF-16 spaces": "\ufeff  \n".encode("utf-16-le"),
+    "NULs": b"\0" * 64,
+    "a zero-width space": "\u200b\n".encode(),
+}
+WORDED_TEXTS = {
+    "a word": b"MIT License\n",
+    "one character after a megabyte of blanks": b" " * (1 << 20) + b"x",
+    "UTF-16 text": "\ufeffApache License".encode("utf-16-le"),
+    "Latin-1 text": "Copyright \xa9 2024".encode("latin-1"),
+}
+
+
+@pytest.mark.parametrize("text", [*EMPTY_TEXTS, *WORDED_TEXTS])
+def test_a_license_text_without_content_fails_naming_the_file(tmp_path: Path, text: str) -> None:
+    contract = _licenses_only(LEG)
+    texts = license_texts("onnxruntime")
+    texts["share/licenses/onnxruntime/LICENSE"] = {**EMPTY_TEXTS, **WORDED_TEXTS}[text]
+    problems = check(zip_members(tmp_path / "pkg.zip", {"include/onnxruntime_c_api.h": b"", **texts}), contract,
+                     "1.26.0")
+    if text in WORDED_TEXTS:
+        assert problems == []
+    else:
+        assert problems == ["license text share/licenses/onnxruntime/LICENSE is empty or only whitespace: a "
+                            "package carries the text itself (docs/licenses-and-provenance.md)"]
+
+
+def test_a_symlinked_license_text_is_judged_by_its_target(tmp_path: Path) -> None:
+    contract = _licenses_only(LEG)
+    texts = license_texts("onnxruntime")
+    del texts["share/licenses/onnxruntime/LICENSE"]
+    texts["share/licenses/onnxruntime/COPYING"] = b"\n"
+    archive = zip_members(tmp_path / "pkg.zip", {"include/onnxruntime_c_api.h": b"", **texts},
+                          symlinks={"share/licenses/onnxruntime/LICENSE": "COPYING"})
+    problems = check(archive, contract, "1.26.0")
+    assert [p.split(" is empty")[0] for p in problems] == ["license text share/licenses/onnxruntime/COPYING",
+                                                           "license text share/licenses/onnxruntime/LICENSE"]
+
+
 def test_the_full_contract_fails_a_real_layout_without_texts(tmp_path: Path) -> None:
     problems = check(zip_members(tmp_path / "pkg.zip", {"include/onnxruntime_c_api.h": b""}), PLANS[LEG].contract,
                      "1.26.0")

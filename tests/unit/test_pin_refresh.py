@@ -6,7 +6,6 @@ default), the branch, a link that opens it and the diff in the job summary, and 
 naming the setting and the PINS_TOKEN secret."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from typing import Iterator
 
 import pytest
 
+import gha
 from backends import pin_refresh
 from backends.inputs import FILE, GIT, collect
 from backends.model.matrix import load_matrix
@@ -214,29 +214,18 @@ def test_a_failing_lookup_pushes_nothing(github: FakeGitHub, checkout: Path,
     assert _git(checkout.parent / "remote.git", "branch", "--list", "pins/*") == ""
 
 
-def _workflow_step(starts: str) -> dict[str, object]:
-    yaml = pytest.importorskip("yaml", reason="PyYAML reads the workflow")
-    [job] = yaml.safe_load((ROOT / ".github/workflows/pins.yml").read_text())["jobs"].values()
-    return next(step for step in job["steps"] if step.get("name", "").startswith(starts))
-
-
 def test_the_workflow_step_against_a_default_repository(github: FakeGitHub, checkout: Path, tmp_path: Path) -> None:
-    """The pins workflow's own `run:` (bash, as the runner runs it), no PINS_TOKEN, and GitHub's
-    default answer to the workflow's token: 403 on POST /pulls."""
-    step = _workflow_step("pull request")
-    assert step["env"]["TOKEN_SECRET"] == "${{ secrets.PINS_TOKEN != '' && 'PINS_TOKEN' || '' }}"  # type: ignore[index]
+    """The pins workflow's own `run:` (with the shell GitHub gives it), no PINS_TOKEN, and
+    GitHub's default answer to the workflow's token: 403 on POST /pulls."""
+    step = gha.step("pins.yml", "lock", "pull request")
+    assert gha.render(step.body["env"]["TOKEN_SECRET"], {"secrets": {}}) == ""
     _lock_stand_in(checkout)
     _forbid_pulls(github)
-    script = tmp_path / "step.sh"
-    script.write_text(str(step["run"]))
     summary = tmp_path / "summary.md"
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the step's `python`: this one
-    env = {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT / "site_scons"), "GITHUB_TOKEN": TOKEN,
-           "TOKEN_SECRET": "",
+    env = {"PYTHONPATH": str(ROOT / "site_scons"), "GITHUB_TOKEN": TOKEN, "TOKEN_SECRET": "",
            "BASE": "main", "ENGINE": "all", "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": github.base,
            "GITHUB_SERVER_URL": "https://github.com", "GITHUB_RUN_ID": "7", "GITHUB_STEP_SUMMARY": str(summary)}
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=checkout, env=env,
-                          capture_output=True, text=True)
+    done = gha.run(step, env, checkout, tmp_path / "step", path=[Path(sys.executable).parent])  # its `python`: this one
     assert done.returncode == 0, done.stdout + done.stderr
     assert "::warning title=pull request not opened::" in done.stdout and "PINS_TOKEN" in done.stdout
     assert f"https://github.com/{REPO}/compare/main...pins/{ENGINE}?expand=1" in summary.read_text()

@@ -117,6 +117,37 @@ def test_publish_across_filesystems(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert sorted(os.listdir(dist)) == sorted(_set_names())
 
 
+@pytest.fixture
+def umask() -> Callable[[int], None]:
+    """Set the process's umask for the test, restored after it."""
+    before = os.umask(0o022)
+    yield lambda mask: os.umask(mask) and None
+    os.umask(before)
+
+
+def _mode(path: Path) -> int:
+    return os.lstat(path).st_mode & 0o7777
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("mask", [0o000, 0o002, 0o077], ids=["umask 000", "umask 002", "umask 077"])
+def test_published_files_have_fixed_modes_whatever_the_umask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             umask: Callable[[int], None], layout: str,
+                                                             mask: int) -> None:
+    umask(mask)  # the build's files are made under it too
+    old, new = _built(tmp_path / "old", b"PK old bytes"), _built(tmp_path / "new", b"PK new bytes")
+    dist = tmp_path / "out" / "dist"
+    _layout(layout, monkeypatch, dist)
+    publish(old, dist / NAME, dist / ".stale", {"leg_key": "k"})
+    withdraw(dist / NAME, dist / ".stale")
+    assert _mode(dist / ".stale") == 0o755
+    assert {name: _mode(dist / ".stale" / name) for name in _set_names()} == dict.fromkeys(_set_names(), 0o644)
+    publish(new, dist / NAME, dist / ".stale", {"leg_key": "k"})
+    assert {name: _mode(dist / name) for name in os.listdir(dist)} == dict.fromkeys(_set_names(), 0o644)
+    assert _mode(dist) == _mode(dist.parent) == 0o755, "the directories publish made"
+    assert (dist / NAME).read_bytes() == b"PK new bytes" and sha256_file(dist / NAME) == sha256_file(new)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_dist_never_lists_a_temp_while_publishing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   layout: str) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -120,6 +121,21 @@ def test_sha256sums_match_the_uploaded_bytes(github: FakeGitHub, tmp_path: Path,
     assert sorted(sums) == sorted(archives)
     for name in archives:
         assert sums[name] == hashlib.sha256(github.asset_bytes(TAG, name)).hexdigest()
+
+
+def test_the_assets_the_release_writes_into_dist_have_fixed_modes(github: FakeGitHub, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Under umask 000 the SBOMs and SHA256SUMS are 0644 all the same (what dist/ publishes)."""
+    for leg in LEGS:
+        _build(tmp_path / "dist", leg)
+    before = os.umask(0)
+    try:
+        assert _run(github, tmp_path, capsys)[0] == 0
+    finally:
+        os.umask(before)
+    written = sorted((tmp_path / "dist").glob("*.spdx.json")) + [tmp_path / "dist" / "SHA256SUMS"]
+    assert len(written) == len([leg for leg in LEGS if leg["publish"]]) + 1
+    assert {p.name: p.stat().st_mode & 0o777 for p in written} == {p.name: 0o644 for p in written}
 
 
 def test_missing_leg_leaves_a_draft_and_names_it(github: FakeGitHub, tmp_path: Path,

@@ -1,4 +1,6 @@
 """Command-line validation: every bad input fails before anything runs, naming what is valid."""
+import base64
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,20 @@ def matrix():
 
 def _resolve(matrix, targets=(), environ=None, host=LINUX, **arguments):
     return resolve(arguments, list(targets), matrix, ROOT, host, environ or {})
+
+
+def _secret(label: bytes, size: int = 32) -> str:
+    """The base64 of a key's bytes, made up but fixed (so a failure is reproducible)."""
+    return base64.b64encode(hashlib.sha256(label).digest() * (size // 32)).decode()
+
+
+# Secrets pasted where a path or a public key belongs: refused, and never shown. The
+# environment's key (ANIRA_BINARY_CACHE_KEY) is set for every row of the table too.
+SEED = _secret(b"a seed typed on the command line")
+SECRET = "ed25519-secret:" + SEED
+ENV_SECRET = "ed25519-secret:" + _secret(b"the CI secret in the environment")
+NIX_SECRET = "cache.example.org-1:" + _secret(b"a Nix secret key", 64)
+REDACTED_SECRET = f"<redacted: ed25519-secret:..., {len(SECRET)} characters>"
 
 
 BAD_INPUTS = [
@@ -124,6 +140,19 @@ BAD_INPUTS = [
     ({}, (f"build/legs/{ORT_SHARED}/steps/build.json",), f"{ORT_SHARED} has no build step"),
     ({}, (f"build/legs/{ORT_SHARED}/steps/restore.json",), "without binary_cache="),
     ({}, (f"build/legs/{ORT_SHARED}/steps/bogus.json",), "unknown step 'bogus'"),
+    # Secrets: refused before any other check (whose message could show the value), redacted.
+    ({"binary_cache_key": SECRET}, (), f"binary_cache_key={REDACTED_SECRET} holds key material, not the path"),
+    ({"binary_cache_key": SEED}, (), f"binary_cache_key=<redacted: key material, {len(SEED)} characters>"),
+    ({"binary_cache_key": SECRET + "\n"}, (), "holds key material, not the path of a key file"),
+    ({"binary_cache_key": f"~/{SECRET}"}, (), "holds key material"),
+    ({"binary_cache_trust": SECRET}, (), f"binary_cache_trust={REDACTED_SECRET} holds a secret key: it takes "
+     "public keys"),
+    ({"binary_cache_trust": f"unsigned,{SECRET},"}, (), "holds a secret key"),
+    ({"binary_cache_trust": NIX_SECRET}, (), "binary_cache_trust=<redacted: key material"),
+    ({"binary_cache_trust": "-----BEGIN OPENSSH PRIVATE KEY-----"}, (), "holds a secret key"),
+    ({"origin": SECRET}, (ORT_SHARED,), f"origin={REDACTED_SECRET} holds what looks like a secret key"),
+    ({"binary_cache": f"/srv/{SECRET}"}, (), "holds what looks like a secret key, which no option takes"),
+    ({"version": SECRET}, (), "version=<redacted: ed25519-secret:"),
 ]
 
 
@@ -132,6 +161,52 @@ def test_bad_input_names_what_is_valid(matrix, arguments, targets, message):
     with pytest.raises(SelectionError) as error:
         _resolve(matrix, targets, **arguments)
     assert message in str(error.value)
+
+
+def _shows_secret(text: str) -> bool:
+    """Whether `text` holds any 8 characters in a row of a secret's base64."""
+    return any(secret[i:i + 8] in text for secret in (SEED, ENV_SECRET.split(":")[1], NIX_SECRET.split(":")[1])
+               for i in range(len(secret) - 7))
+
+
+@pytest.mark.parametrize("arguments, targets, message", BAD_INPUTS)
+def test_no_refusal_shows_a_secret(matrix, arguments, targets, message):
+    """Every message of the table, with the signing key in the environment as CI has it."""
+    with pytest.raises(SelectionError) as error:
+        _resolve(matrix, targets, environ={"ANIRA_BINARY_CACHE_KEY": ENV_SECRET}, **arguments)
+    assert not _shows_secret(str(error.value)), str(error.value)
+
+
+def test_a_secret_given_twice_is_shown_neither_time(matrix):
+    other = "ed25519-secret:" + _secret(b"another pasted seed")
+    with pytest.raises(SelectionError, match="holds key material") as error:
+        resolve({"binary_cache_key": other}, ["list"], matrix, ROOT, LINUX, {},
+                arglist=[("binary_cache_key", SECRET), ("binary_cache_key", other)])
+    assert not _shows_secret(str(error.value)) and other.split(":")[1][:8] not in str(error.value)
+
+
+def test_a_secret_key_file_given_as_trust_is_refused_unshown(matrix, tmp_path):
+    from backends.cache_trust import keygen
+
+    secret, public = keygen(tmp_path / "k")
+    with pytest.raises(SelectionError, match=f"{secret}:1 is a secret key \\(ed25519-secret:..., not shown\\)") as error:
+        _resolve(matrix, ["list"], binary_cache_trust=str(secret))
+    assert secret.read_text().split(":")[1][:8] not in str(error.value)
+    assert _resolve(matrix, ["list"], binary_cache_trust=str(public)).settings.trust.keys
+
+
+def test_paths_and_public_keys_are_no_secrets(matrix, tmp_path):
+    from backends.cache_trust import keygen
+    from backends.redaction import looks_secret
+
+    secret, public = keygen(tmp_path / "a-rather-long-directory-name-that_has_underscores_too" / "k")
+    settings = _resolve(matrix, ["list"], binary_cache_key=str(secret),
+                        binary_cache_trust=f"{public},{public.read_text().strip()},unsigned").settings
+    assert settings.signer is not None and settings.trust.unsigned
+    for name in ("binary_cache_key", "binary_cache_trust", "key"):
+        for value in ("~/.anira/cache-key", "C:\\Users\\me\\keys\\ci-key", "/srv/keys/" + "a" * 64 + "/k",
+                      "keys/binary-cache.pub", public.read_text().strip()):
+            assert not looks_secret(name, value), (name, value)
 
 
 def test_an_option_given_twice_with_other_values_is_refused(matrix):

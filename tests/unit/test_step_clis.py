@@ -16,7 +16,8 @@ import tarfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from functools import partial
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -497,10 +498,11 @@ sys.exit(1)
     (None, False, "ubuntu:noble", "arm64", "apt-glslc"),  # Ubuntu builds glslc for arm64 too
     (None, False, "debian:bookworm", "amd64", "apt-glslc"),
     (None, False, "fedora", "amd64", "manual"),
-    ("/usr/bin/glslc", False, "ubuntu:noble", "amd64", "lunarg"),
-    ("/usr/bin/glslc", False, "ubuntu:noble", "arm64", "manual"),  # LunarG: amd64 packages only
-    ("/usr/bin/glslc", False, "ubuntu:jammy", "amd64", "manual"),
-    ("/usr/bin/glslc", False, "debian:bookworm", "amd64", "manual"),
+    ("/usr/bin/glslc", False, "ubuntu:noble", "amd64", "vulkan-sdk"),
+    ("/usr/bin/glslc", False, "ubuntu:noble", "arm64", "manual"),  # the Linux SDK: x86_64 only
+    ("/usr/bin/glslc", False, "ubuntu:jammy", "amd64", "vulkan-sdk"),
+    ("/usr/bin/glslc", False, "debian:bookworm", "amd64", "vulkan-sdk"),
+    ("/usr/bin/glslc", False, "fedora", "amd64", "manual"),
     ("/usr/bin/glslc", False, "darwin", "arm64", "manual"),
 ])
 def test_decide(path: str | None, ok: bool, distro: str, arch: str, action: str) -> None:
@@ -543,8 +545,8 @@ def test_probe_cli_with_an_explicit_compiler_never_installs(tmp_path: Path, monk
 
 
 class FakeHost:
-    """Records remedy steps instead of running them; `installs` maps an apt-get install
-    package to the fake compiler it puts on PATH."""
+    """Records remedy steps instead of running them; `installs` maps what a remedy installs (an
+    apt-get package, or the Vulkan SDK's glslc) to the fake compiler it puts on PATH."""
 
     def __init__(self, bin_dir: Path, installs: dict[str, str]) -> None:
         self.bin_dir, self.installs, self.steps = bin_dir, installs, []
@@ -554,6 +556,9 @@ class FakeHost:
         if isinstance(step, glslc.Run) and "apt-get" in step.argv:
             command = step.argv[step.argv.index("apt-get") + 1:]
             if command[:2] == ("install", "-y") and (body := self.installs.get(command[2])) is not None:
+                write_script(self.bin_dir / "glslc", body)
+        if isinstance(step, glslc.Run) and str(glslc.INSTALLED_GLSLC) in step.argv:
+            if (body := self.installs.get("vulkan-sdk")) is not None:
                 write_script(self.bin_dir / "glslc", body)
 
 
@@ -569,66 +574,90 @@ ROOT_NOBLE = glslc.Host("ubuntu:noble", "amd64", ())
 APT = "env DEBIAN_FRONTEND=noninteractive apt-get"
 
 
-def lunarg_steps(prefix: str) -> list[str]:
-    scratch = "{scratch}"
-    return [f"download {glslc.LUNARG_KEY_URL} -> {scratch}/lunarg.asc",
-            f"{prefix}install -m 0644 {scratch}/lunarg.asc {glslc.LUNARG_KEY_PATH}",
-            f"download {glslc.LUNARG_LIST_URL} -> {scratch}/lunarg-vulkan-noble.list",
-            f"{prefix}install -m 0644 {scratch}/lunarg-vulkan-noble.list {glslc.LUNARG_LIST_PATH}"]
+def sdk_steps(prefix: str) -> list[str]:
+    scratch, tarball = "{scratch}", Path(glslc.VULKAN_SDK_TARBALL).name
+    return [f"download {glslc.VULKAN_SDK_TARBALL} -> {scratch}/{tarball} (sha256 {glslc.VULKAN_SDK_SHA256})",
+            f"unpack {glslc.VULKAN_SDK_GLSLC} from {scratch}/{tarball} -> {scratch}/glslc",
+            f"{prefix}install -m 0755 {scratch}/glslc {glslc.INSTALLED_GLSLC}"]
 
 
 def without_scratch(steps: list[str]) -> list[str]:
     return [re.sub(r"/\S*anira-glslc-remedy-[^/\s]+", "{scratch}", step) for step in steps]
 
 
-def test_old_glslc_on_noble_gets_lunarg_shaderc(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_old_glslc_gets_the_vulkan_sdks(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_script(bin_dir / "glslc", FAKE_GLSLC_OLD)
-    host = FakeHost(bin_dir, {"shaderc": FAKE_GLSLC_OK})
-    assert glslc.run_probe(None, ROOT_NOBLE, True, run_step=host, apt_glslc_installed=lambda: True) == 0
-    assert without_scratch(host.steps) == [
-        *lunarg_steps(""), f"{APT} remove -y glslc", f"{APT} update", f"{APT} install -y shaderc"]
+    host = FakeHost(bin_dir, {"vulkan-sdk": FAKE_GLSLC_OK})
+    assert glslc.run_probe(None, ROOT_NOBLE, True, run_step=host) == 0
+    assert without_scratch(host.steps) == sdk_steps("")
     out = capsys.readouterr().out
     assert "extension not supported" in out and "glslc OK: shaderc v2099.1" in out
 
 
-def test_missing_glslc_is_apt_installed_then_lunarg_if_too_old(bin_dir: Path) -> None:
-    host = FakeHost(bin_dir, {"glslc": FAKE_GLSLC_OLD, "shaderc": FAKE_GLSLC_OK})
-    assert glslc.run_probe(None, ROOT_NOBLE, True, run_step=host, apt_glslc_installed=lambda: False) == 0
-    assert host.steps[:2] == [f"{APT} update", f"{APT} install -y glslc"]
-    assert host.steps[-1] == f"{APT} install -y shaderc" and f"{APT} remove -y glslc" not in host.steps
+def test_missing_glslc_is_apt_installed_then_the_sdks_if_too_old(bin_dir: Path) -> None:
+    host = FakeHost(bin_dir, {"glslc": FAKE_GLSLC_OLD, "vulkan-sdk": FAKE_GLSLC_OK})
+    assert glslc.run_probe(None, ROOT_NOBLE, True, run_step=host) == 0
+    assert without_scratch(host.steps) == [f"{APT} update", f"{APT} install -y glslc", *sdk_steps("")]
 
 
 def test_a_non_root_runner_installs_through_sudo(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """GitHub's ubuntu-24.04 runner: not root, passwordless sudo, no glslc, then Ubuntu's too old."""
     runner = glslc.Host("ubuntu:noble", "amd64", glslc.SUDO)
-    host = FakeHost(bin_dir, {"glslc": FAKE_GLSLC_OLD, "shaderc": FAKE_GLSLC_OK})
-    assert glslc.run_probe(None, runner, True, run_step=host, apt_glslc_installed=lambda: True) == 0
-    assert without_scratch(host.steps) == [
-        f"sudo -n {APT} update", f"sudo -n {APT} install -y glslc", *lunarg_steps("sudo -n "),
-        f"sudo -n {APT} remove -y glslc", f"sudo -n {APT} update", f"sudo -n {APT} install -y shaderc"]
+    host = FakeHost(bin_dir, {"glslc": FAKE_GLSLC_OLD, "vulkan-sdk": FAKE_GLSLC_OK})
+    assert glslc.run_probe(None, runner, True, run_step=host) == 0
+    assert without_scratch(host.steps) == [f"sudo -n {APT} update", f"sudo -n {APT} install -y glslc",
+                                           *sdk_steps("sudo -n ")]
     assert "via sudo -n" in capsys.readouterr().out
 
 
-def test_lunarg_is_never_tried_on_arm64(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_sdk_is_never_tried_on_arm64(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_script(bin_dir / "glslc", FAKE_GLSLC_OLD)
     host = FakeHost(bin_dir, {})
     assert glslc.run_probe(None, glslc.Host("ubuntu:noble", "arm64", glslc.SUDO), True, run_step=host) == 1
     assert host.steps == []
-    assert "LunarG publishes no arm64 packages for Ubuntu 24.04" in capsys.readouterr().err
+    assert "LunarG's Linux Vulkan SDK has no arm64 build" in capsys.readouterr().err
 
 
 def test_remedies_run_once_then_fail_clearly(bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_script(bin_dir / "glslc", FAKE_GLSLC_OLD)
-    host = FakeHost(bin_dir, {})  # LunarG's shaderc "installed" but glslc still too old
-    assert glslc.run_probe(None, ROOT_NOBLE, True, run_step=host, apt_glslc_installed=lambda: False) == 1
-    assert host.steps.count(f"{APT} install -y shaderc") == 1
-    assert "still fails the probe after: lunarg" in capsys.readouterr().err
-    # Debian: glslc from apt, still too old, and no LunarG repository for it.
-    (bin_dir / "glslc").unlink()
-    host = FakeHost(bin_dir, {"glslc": FAKE_GLSLC_OLD})
-    assert glslc.run_probe(None, glslc.Host("debian:bookworm", "amd64", ()), True, run_step=host) == 1
-    assert host.steps == [f"{APT} update", f"{APT} install -y glslc"]
-    assert "still fails the probe after: apt-glslc" in capsys.readouterr().err
+    host = FakeHost(bin_dir, {})  # the SDK's glslc "installed", but the one on PATH still too old
+    assert glslc.run_probe(None, ROOT_NOBLE, True, run_step=host) == 1
+    assert len(host.steps) == len(sdk_steps(""))
+    assert "still fails the probe after: vulkan-sdk" in capsys.readouterr().err
+
+
+def _tarball(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:xz") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_the_sdk_download_is_checked_and_only_its_glslc_taken(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real download and unpack steps against a local server: a tarball of other bytes is
+    refused naming both hashes and leaves nothing; the right one yields the glslc member alone."""
+    served = tmp_path / "served"
+    served.mkdir()
+    sdk = _tarball(served / "sdk.tar.xz", {glslc.VULKAN_SDK_GLSLC: b"#!glslc", "1/x86_64/bin/other": b"x"})
+    monkeypatch.setattr(SimpleHTTPRequestHandler, "log_message", lambda *args: None)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/sdk.tar.xz"
+    try:
+        good = hashlib.sha256(sdk.read_bytes()).hexdigest()
+        with pytest.raises(glslc.ProbeError, match=f"has sha256 {good}, not the pinned {'0' * 64}"):
+            glslc.execute(glslc.Fetch(url, tmp_path / "bad.tar.xz", "0" * 64))
+        assert not list(tmp_path.glob("bad.tar.xz*"))
+        glslc.execute(glslc.Fetch(url, tmp_path / "sdk.tar.xz", good))
+    finally:
+        server.shutdown()
+    glslc.execute(glslc.Unpack(tmp_path / "sdk.tar.xz", glslc.VULKAN_SDK_GLSLC, tmp_path / "glslc"))
+    assert (tmp_path / "glslc").read_bytes() == b"#!glslc" and os.access(tmp_path / "glslc", os.X_OK)
+    with pytest.raises(glslc.ProbeError, match="failed"):
+        glslc.execute(glslc.Unpack(tmp_path / "sdk.tar.xz", "no/such/member", tmp_path / "none"))
 
 
 @pytest.mark.parametrize(("host", "install", "shown", "why"), [

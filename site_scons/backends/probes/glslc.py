@@ -7,8 +7,11 @@ Ubuntu 24.04's shaderc 2023.8 rejects ("#extension : extension not supported"), 
 the flags ExecuTorch's gen_vulkan_spv.py uses. When it fails it names the remedy:
 
 - glslc missing on Debian/Ubuntu: `apt-get install glslc`, then probe again;
-- glslc too old on Ubuntu 24.04 (noble) amd64: LunarG's apt repository and its current
-  `shaderc` (LunarG publishes no packages for other architectures), then probe again;
+- glslc too old on Debian/Ubuntu amd64: the glslc of LunarG's Linux Vulkan SDK, a pinned
+  release tarball checked against its sha256, installed as /usr/local/bin/glslc (ahead of
+  /usr/bin on PATH), then probe again. The SDK is LunarG's maintained channel; its Ubuntu apt
+  repository, which this probe used before, has had no update since May 2025, and Ubuntu's
+  own glslc (shaderc 2023.8 on 24.04) is the one that fails the probe;
 - anything else: what to install by hand.
 
 It changes the system only with `--install` (CI's setup step passes it; a build never
@@ -19,12 +22,14 @@ commands and exits 1. `--glslc PATH` probes that compiler and never installs any
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,12 +60,14 @@ GLSLC_FLAGS = ("-fshader-stage=compute", "--target-env=vulkan1.1")
 SPIRV_MAGIC = (0x07230203).to_bytes(4, "little")
 
 APT_FAMILIES = ("debian", "ubuntu")
-LUNARG_DISTRO = "ubuntu:noble"
-LUNARG_ARCHITECTURES = ("amd64",)  # LunarG's Ubuntu packages are built for x86_64 only
-LUNARG_KEY_URL = "https://packages.lunarg.com/lunarg-signing-key-pub.asc"
-LUNARG_LIST_URL = "https://packages.lunarg.com/vulkan/lunarg-vulkan-noble.list"
-LUNARG_KEY_PATH = Path("/etc/apt/trusted.gpg.d/lunarg.asc")
-LUNARG_LIST_PATH = Path("/etc/apt/sources.list.d/lunarg-vulkan-noble.list")
+# LunarG's Linux Vulkan SDK (x86_64 only): its glslc, from the tarball's <version>/x86_64/bin.
+VULKAN_SDK_VERSION = "1.4.304.1"
+VULKAN_SDK_SHA256 = "92d698f12a968b024e2b593037830262785b2b734553683457719d4da7c5b0d6"
+VULKAN_SDK_TARBALL = f"https://sdk.lunarg.com/sdk/download/{VULKAN_SDK_VERSION}/linux/" \
+                     f"vulkansdk-linux-x86_64-{VULKAN_SDK_VERSION}.tar.xz"
+VULKAN_SDK_GLSLC = f"{VULKAN_SDK_VERSION}/x86_64/bin/glslc"
+VULKAN_SDK_ARCHITECTURES = ("amd64",)
+INSTALLED_GLSLC = Path("/usr/local/bin/glslc")
 VULKAN_SDK_URL = "https://vulkan.lunarg.com/sdk/home"
 TIMEOUT_S = 120
 SUDO = ("sudo", "-n")  # never prompts: fails when a password would be needed
@@ -71,9 +78,9 @@ MANUAL_MISSING = (
     f"(macOS) or the Vulkan SDK ({VULKAN_SDK_URL}), with glslc on PATH"
 )
 MANUAL_TOO_OLD = (
-    "install a newer shaderc and put its glslc first on PATH, then re-run: LunarG's apt repository "
-    f"(Ubuntu 24.04 amd64: `python -m backends.probes.glslc --install` adds it), the Vulkan SDK "
-    f"({VULKAN_SDK_URL}), shaderc built from source, or `brew install shaderc`"
+    "install a newer shaderc and put its glslc first on PATH, then re-run: the Vulkan SDK "
+    f"({VULKAN_SDK_URL}; on Debian/Ubuntu amd64 `python -m backends.probes.glslc --install` installs its "
+    "glslc), shaderc built from source, or `brew install shaderc`"
 )
 
 
@@ -98,16 +105,30 @@ class Run:
 
 @dataclass(frozen=True)
 class Fetch:
-    """Download `url` into `dest`, a file of our own (installed into place by a Run after it)."""
+    """Download `url` into `dest`, a file of our own (installed into place by a Run after it),
+    refused unless its sha256 is `sha256`."""
 
     url: str
     dest: Path
+    sha256: str
 
     def __str__(self) -> str:
-        return f"download {self.url} -> {self.dest}"
+        return f"download {self.url} -> {self.dest} (sha256 {self.sha256})"
 
 
-Step = Run | Fetch
+@dataclass(frozen=True)
+class Unpack:
+    """One regular file of the tar archive `archive`, written to `dest` (executable)."""
+
+    archive: Path
+    member: str
+    dest: Path
+
+    def __str__(self) -> str:
+        return f"unpack {self.member} from {self.archive} -> {self.dest}"
+
+
+Step = Run | Fetch | Unpack
 
 
 @dataclass(frozen=True)
@@ -120,13 +141,15 @@ class Host:
 # --- deciding --------------------------------------------------------------------------
 
 def decide(glslc_path: str | None, probe_ok: bool, distro: str, architecture: str) -> str:
-    """"ok", "apt-glslc" (install the distribution's glslc), "lunarg" (install LunarG's
-    shaderc) or "manual": which remedy exists for this host, whoever may run it."""
+    """"ok", "apt-glslc" (install the distribution's glslc), "vulkan-sdk" (install the Vulkan
+    SDK's glslc) or "manual": which remedy exists for this host, whoever may run it."""
     if glslc_path is not None and probe_ok:
         return "ok"
+    if distro.split(":")[0] not in APT_FAMILIES:
+        return "manual"
     if glslc_path is None:
-        return "apt-glslc" if distro.split(":")[0] in APT_FAMILIES else "manual"
-    return "lunarg" if distro == LUNARG_DISTRO and architecture in LUNARG_ARCHITECTURES else "manual"
+        return "apt-glslc"
+    return "vulkan-sdk" if architecture in VULKAN_SDK_ARCHITECTURES else "manual"
 
 
 def host_distro(os_release: Path = Path("/etc/os-release")) -> str:
@@ -213,49 +236,65 @@ def probe(glslc: str) -> ProbeResult:
 
 # --- remedies --------------------------------------------------------------------------
 
-def remedy_steps(action: str, apt_glslc_installed: bool, prefix: tuple[str, ...], scratch: Path) -> list[Step]:
+def remedy_steps(action: str, prefix: tuple[str, ...], scratch: Path) -> list[Step]:
     """The remedy's commands, privileged ones behind `prefix` (`sudo -n`, or nothing as root);
-    downloads land in `scratch` and are installed into /etc/apt by a privileged command."""
+    downloads land in `scratch`, and a privileged command installs what is taken from them."""
     def apt(*args: str) -> Run:
         return Run((*prefix, *APT_GET, *args))
 
     if action == "apt-glslc":
         return [apt("update"), apt("install", "-y", "glslc")]
-    if action == "lunarg":
-        steps: list[Step] = []
-        for url, dest in ((LUNARG_KEY_URL, LUNARG_KEY_PATH), (LUNARG_LIST_URL, LUNARG_LIST_PATH)):
-            steps += [Fetch(url, scratch / dest.name), Run((*prefix, "install", "-m", "0644", str(scratch / dest.name),
-                                                             str(dest)))]
-        if apt_glslc_installed:
-            # Ubuntu's glslc package and LunarG's shaderc both ship /usr/bin/glslc.
-            steps.append(apt("remove", "-y", "glslc"))
-        return steps + [apt("update"), apt("install", "-y", "shaderc")]
+    if action == "vulkan-sdk":
+        tarball, glslc = scratch / Path(VULKAN_SDK_TARBALL).name, scratch / "glslc"
+        return [Fetch(VULKAN_SDK_TARBALL, tarball, VULKAN_SDK_SHA256), Unpack(tarball, VULKAN_SDK_GLSLC, glslc),
+                Run((*prefix, "install", "-m", "0755", str(glslc), str(INSTALLED_GLSLC)))]
     raise ValueError(f"no remedy steps for {action!r}")
-
-
-def package_installed(package: str) -> bool:
-    try:
-        completed = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package],
-                                   capture_output=True, text=True, check=False)
-    except OSError:
-        return False
-    return completed.returncode == 0 and completed.stdout.strip().endswith(" installed")
 
 
 def execute(step: Step) -> None:
     """Run one remedy step (printed first, for the step log)."""
     print(f"+ {step}", flush=True)
     if isinstance(step, Fetch):
-        try:
-            response = requests.get(step.url, timeout=60)
+        _download(step)
+    elif isinstance(step, Unpack):
+        _unpack(step)
+    else:
+        completed = subprocess.run(list(step.argv), check=False)
+        if completed.returncode != 0:
+            raise ProbeError(f"`{step}` failed with exit code {completed.returncode}")
+
+
+def _download(step: Fetch) -> None:
+    """Streamed to a temporary name, hashed on the way, renamed only when the sha256 matches."""
+    partial = step.dest.with_name(step.dest.name + ".part")
+    digest = hashlib.sha256()
+    try:
+        with requests.get(step.url, stream=True, timeout=60) as response:
             response.raise_for_status()
-        except requests.RequestException as error:
-            raise ProbeError(f"{step} failed: {error}") from None
-        atomic_write_bytes(step.dest, response.content)
-        return
-    completed = subprocess.run(list(step.argv), check=False)
-    if completed.returncode != 0:
-        raise ProbeError(f"`{step}` failed with exit code {completed.returncode}")
+            with partial.open("wb") as handle:
+                for chunk in response.iter_content(1 << 20):
+                    digest.update(chunk)
+                    handle.write(chunk)
+    except (requests.RequestException, OSError) as error:
+        partial.unlink(missing_ok=True)
+        raise ProbeError(f"{step} failed: {error}") from None
+    if digest.hexdigest() != step.sha256:
+        partial.unlink()
+        raise ProbeError(f"{step.url} has sha256 {digest.hexdigest()}, not the pinned {step.sha256}: not installed")
+    partial.replace(step.dest)
+
+
+def _unpack(step: Unpack) -> None:
+    try:
+        with tarfile.open(step.archive) as archive:
+            member = archive.getmember(step.member)
+            source = archive.extractfile(member) if member.isfile() else None
+            if source is None:
+                raise ProbeError(f"{step.archive.name}: {step.member} is not a regular file")
+            atomic_write_bytes(step.dest, source.read())
+    except (KeyError, tarfile.TarError, OSError) as error:
+        raise ProbeError(f"{step} failed: {error}") from None
+    step.dest.chmod(0o755)
 
 
 # --- the probe loop --------------------------------------------------------------------
@@ -275,8 +314,8 @@ def _report_failure(path: str | None, explicit: str | None, result: ProbeResult 
 
 
 def _manual(path: str | None, host: Host) -> str:
-    if path is not None and host.distro == LUNARG_DISTRO and host.architecture not in LUNARG_ARCHITECTURES:
-        return (f"LunarG publishes no {host.architecture} packages for Ubuntu 24.04; {MANUAL_TOO_OLD}")
+    if path is not None and host.architecture not in VULKAN_SDK_ARCHITECTURES:
+        return f"LunarG's Linux Vulkan SDK has no {host.architecture} build; {MANUAL_TOO_OLD}"
     return MANUAL_MISSING if path is None else MANUAL_TOO_OLD
 
 
@@ -317,8 +356,7 @@ def _apply(action: str, steps: list[Step], host: Host, run_step: Callable[[Step]
 
 
 def run_probe(explicit: str | None, host: Host, install: bool,
-              run_step: Callable[[Step], None] = execute,
-              apt_glslc_installed: Callable[[], bool] = lambda: package_installed("glslc")) -> int:
+              run_step: Callable[[Step], None] = execute) -> int:
     """Probe; with `install`, remedy (each remedy at most once) and probe again; 0 when glslc
     passes. Without `install`, or without a way to become root, nothing on the system changes."""
     done: list[str] = []
@@ -335,8 +373,7 @@ def run_probe(explicit: str | None, host: Host, install: bool,
             # An explicit --glslc is never "fixed" by installing into the system.
             if action == "manual" or action in done or explicit is not None:
                 return _give_up(path, host, done)
-            steps = remedy_steps(action, action == "lunarg" and apt_glslc_installed(), _shown_prefix(host, install),
-                                 Path(scratch))
+            steps = remedy_steps(action, _shown_prefix(host, install), Path(scratch))
             if not install:
                 return _refuse(action, steps, "this build does not change the system without --install")
             if host.privilege is None:
@@ -350,9 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m backends.probes.glslc", description=__doc__.split("\n\n")[0])
     parser.add_argument("--glslc", metavar="PATH", help="probe this compiler (never installs anything)")
     parser.add_argument("--install", action="store_true",
-                        help="when the probe fails, change the system: apt-get install glslc, or add LunarG's apt "
-                             "repository (key and list under /etc/apt) and install its shaderc; as root or via "
-                             "sudo -n. CI's setup passes it; builds never do")
+                        help="when the probe fails, change the system: apt-get install glslc, or install the "
+                             "pinned Vulkan SDK's glslc as /usr/local/bin/glslc; as root or via sudo -n. CI's "
+                             "setup passes it; builds never do")
     args = parser.parse_args(argv)
     return run_probe(args.glslc, detect_host(args.install), args.install)
 

@@ -80,8 +80,10 @@ def temp_path_for(path: str | os.PathLike[str]) -> Path:
     return Path(f"{os.fspath(path)}.tmp-{os.getpid()}")
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, fsync: bool = False) -> None:
-    """Write `data` to a temp file next to `path`, then rename it onto `path`.
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, fsync: bool = False,
+                       mode: int | None = None) -> None:
+    """Write `data` to a temp file next to `path`, then rename it onto `path`; with `mode`,
+    the file has it whatever the umask.
 
     No fsync unless asked: the guarantee build/ needs is against killed builds, not power
     loss; dist/ asks for it.
@@ -90,6 +92,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, fsync: bool = 
     temp = temp_path_for(final)
     try:
         with open(temp, "wb") as stream:
+            if mode is not None:
+                os.chmod(temp, mode)
             stream.write(data)
             if fsync:
                 stream.flush()
@@ -195,6 +199,23 @@ def relative_label(path: str | os.PathLike[str], root: Path) -> str:
         return Path(path).relative_to(root).as_posix()
     except ValueError:
         return os.fspath(path)
+
+
+def make_dirs(directory: Path, mode: int) -> None:
+    """`directory` and its missing parents, each made with `mode` whatever the umask (those
+    that exist keep theirs)."""
+    missing = []
+    while not directory.is_dir():
+        missing.append(directory)
+        directory = directory.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:
+            if not path.is_dir():
+                raise
+            continue  # made meanwhile, by whoever chose its mode
+        os.chmod(path, mode)
 
 
 def remove_path(path: Path) -> None:

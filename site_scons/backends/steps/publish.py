@@ -20,6 +20,9 @@ older version, or by hand); `scons gc=1` removes both kinds after hashing every 
 Hidden staging directories match the temp pattern that a run's start sweeps
 (buildtree.py).
 
+What dist/ holds has fixed modes whatever the umask (FILE_MODE, DIR_MODE): a umask of 000
+must not make a published archive or its checksum writable by every local user.
+
 When a leg's inputs change, its old archive is moved to `dist/.stale/` before anything is
 rebuilt, so a rebuild that fails (or is killed) never leaves the old bytes posing as the
 current ones; the end-of-run summary names what was withdrawn.
@@ -35,9 +38,12 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from .archive import FORMATS
-from .files import atomic_write_bytes, canonical_json, hardlink_or_copy, remove_path, sha256_file, temp_path_for
+from .files import (atomic_write_bytes, canonical_json, hardlink_or_copy, make_dirs, remove_path, sha256_file,
+                    temp_path_for)
 
 SIDECARS = (".json", ".sha256")
+FILE_MODE = 0o644  # every file published into dist/ (archives, sidecars, release assets)
+DIR_MODE = 0o755  # every directory the project creates there
 
 
 class PublishError(RuntimeError):
@@ -86,7 +92,7 @@ def publish(built: Path, dest: Path, stale_dir: Path, manifest_fields: Mapping[s
     withdrawn into `stale_dir` earlier is dropped once the current one is in place.
     An OSError names the file of dist/ that could not be written."""
     published = check_sidecars(built)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(dest.parent, DIR_MODE)
     sources, fields = published_files(built), dict(manifest_fields or {})
     in_dist = temp_path_for(dest.with_name(f".{dest.name}"))
     if not _same_filesystem(built.parent, dest.parent):
@@ -119,7 +125,7 @@ def _publish_via(staging: Path, sources: tuple[Path, ...], dest: Path, stale_dir
     targets = published_files(dest)
     remove_path(staging)
     try:
-        staging.mkdir()
+        make_dirs(staging, DIR_MODE)
         staged = [_stage(source, staging / target.name, target, fields) for source, target in zip(sources, targets)]
         withdraw(dest, stale_dir)
         for temp, target in zip(staged, targets):
@@ -133,12 +139,21 @@ def _stage(source: Path, temp: Path, target: Path, fields: Mapping[str, object])
     with _writing(target):
         if fields and target.name.endswith(".json"):
             manifest = {**json.loads(source.read_text(encoding="utf-8")), **fields}
-            atomic_write_bytes(temp, canonical_json(manifest).encode("utf-8"), fsync=True)
+            atomic_write_bytes(temp, canonical_json(manifest).encode("utf-8"), fsync=True, mode=FILE_MODE)
         else:
-            hardlink_or_copy(source, temp)
+            hardlink_or_copy(source, temp)  # a hard link shares the mode: the built copy gets FILE_MODE too
+            os.chmod(temp, FILE_MODE)
             with open(temp, "rb+") as handle:
                 os.fsync(handle.fileno())
     return temp
+
+
+def write_published(path: Path, data: bytes) -> None:
+    """A file dist/ publishes beside the archives (a release's SBOM, SHA256SUMS): atomically,
+    fsynced, with FILE_MODE."""
+    make_dirs(path.parent, DIR_MODE)
+    atomic_write_bytes(path, data, fsync=True, mode=FILE_MODE)
+
 
 
 @contextmanager
@@ -171,7 +186,7 @@ def withdraw(archive: Path, stale_dir: Path) -> list[str]:
     for path in reversed(published_files(archive)):
         if not os.path.lexists(path):
             continue
-        stale_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(stale_dir, DIR_MODE)
         os.replace(path, stale_dir / path.name)
         moved.append(path.name)
     return moved

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..model.plan import Command, Plan
-from ..run import heavy_slot, limited_env, passed_environment, run
+from ..run import heavy_slot, is_credential, limited_env, passed_environment, run
 from ..toolchain import identity
 from . import venv
 from .context import LegDirs, env_names, expand, expand_argv
@@ -29,6 +29,14 @@ SITE_SCONS = Path(__file__).resolve().parents[2]
 SETTINGS_PREFIX = "ANIRA_"
 
 
+def settings_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ANIRA_* variables a plan's commands receive: never a credential (the binary cache's
+    signing key, ANIRA_BINARY_CACHE_KEY, is no input of a build and no business of upstream's
+    scripts; in a signature its value would land in step records and "reruns:" lines)."""
+    return {key: value for key, value in environ.items() if key.startswith(SETTINGS_PREFIX)
+            and not is_credential(key)}
+
+
 def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
                 environ: Mapping[str, str], in_venv: bool = False) -> dict[str, str]:
     """The allow-listed environment plus the plan's additions; `python -m backends.*`
@@ -36,7 +44,7 @@ def command_env(command: Command, plan_env: Mapping[str, str], dirs: LegDirs,
     leg's venv, its scripts come first on PATH."""
     extra = {k: expand(v, dirs, environ) or "" for k, v in {**plan_env, **command.env}.items()}
     extra["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SITE_SCONS), extra.get("PYTHONPATH", "")]))
-    extra.update({k: v for k, v in environ.items() if k.startswith(SETTINGS_PREFIX)})
+    extra.update(settings_variables(environ))
     if in_venv:
         extra.update(venv.activation(dirs.venv, os.environ))
     return limited_env(extra)
@@ -55,7 +63,7 @@ def environment_signature(plan: Plan, environ: Mapping[str, str]) -> dict[str, s
     `{env:X}` symbols read, the step graph's ANIRA_* settings): each can change the output."""
     texts = [text for command in _commands(plan) for text in (*command.argv, *command.env.values(), command.cwd)]
     passed = passed_environment(environ, env_names([*texts, *plan.env.values()]))
-    passed.update({key: value for key, value in environ.items() if key.startswith(SETTINGS_PREFIX)})
+    passed.update(settings_variables(environ))
     return dict(sorted(passed.items()))
 
 

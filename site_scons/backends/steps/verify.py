@@ -13,6 +13,7 @@ from .checks.accelerators import check_accelerators
 from .checks.described import described_problems
 from .checks.binaries import check_formats, check_identities, check_install_names, check_symbols
 from .checks.floors import check_floors, describe
+from .checks.licenses import check_license_texts
 from .checks.members import check_members, folds_case
 from .checks.paths import check_paths
 from .checks.undefined import check_undefined
@@ -61,6 +62,7 @@ def _check_contents(view: ArchiveView, contract: Contract, version: str, build_r
         lambda: _check_size(view, contract),
         lambda: [f"missing required {p}" for p in contract.required if not any(matches(n, p) for n in view.names)],
         lambda: [f"forbidden file {n}" for n in view.names if matches_any(n, contract.forbidden)],
+        lambda: check_license_texts(view),
         lambda: check_formats(view, contract.platform),
         lambda: check_floors(view, contract.floors),
         lambda: check_symbols(view, contract),
@@ -92,8 +94,8 @@ def _check_size(view: ArchiveView, contract: Contract) -> list[str]:
     size = view.path.stat().st_size
     if size <= contract.max_bytes:
         return []
-    return [f"{view.path.name} is {size / 1024**3:.2f} GB, over the {contract.max_bytes / 1024**3:.0f} GB "
-            "release-asset limit"]
+    return [f"{view.path.name} is {size:,} bytes, over the {contract.max_bytes:,}-byte release-asset limit "
+            "(GitHub refuses larger uploads)"]
 
 
 def verify(archive: Path, contract: Contract, version: str, build_root: str = "",
@@ -124,6 +126,7 @@ def summary(contract: Contract) -> list[str]:
         checked.append("header API <= library API")
     checked += [f"{floor.library} is no stub ({describe(floor)})" for floor in contract.floors]
     checked.append("members stay inside the package")
+    checked.append("license texts are not empty")
     if contract.relocatable:
         checked.append("no foreign absolute paths in CMake, pkg-config, libtool, qmake or other build config files")
     checked.append(f"size <= {contract.max_bytes}")
