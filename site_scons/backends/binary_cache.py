@@ -52,9 +52,9 @@ from .locks import FileLock
 from .model.plan import RELEASE_ASSET_MAX_BYTES
 from .github import DEFAULT_API, GitHub, GitHubError, RateLimited, choose_release, holds
 from .steps.files import CHUNK_SIZE, remove_path, sha256_file
-from .util import http
 from .steps.manifest import build_seconds
 from .steps.publish import published_files
+from .util import http
 
 
 class CacheError(RuntimeError):

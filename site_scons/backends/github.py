@@ -76,7 +76,6 @@ class GitHub:
             "Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "anira-backends"})
         self.clock = clock
-        self.notice = notice
         self.requests = 0  # requests sent, each counting against the token's hourly quota
         self.remaining: int | None = None  # x-ratelimit-remaining of the last answer
         self.rate_waited = 0.0

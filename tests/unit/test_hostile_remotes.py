@@ -1,7 +1,8 @@
 """Every remote the project reads is bounded, tried against servers on 127.0.0.1 that attack
 the reader (tests/hostile_http.py), through each of the three callers of the one HTTP client:
 a download of an input (steps/fetch.py), the HTTP binary cache, and the GitHub client (the
-release store's archive asset, and the API's own answers). Each case:
+release store's archive asset, and the API's own answers); and a directory store's entries,
+held to the same limits. Each case:
 
 - a 10^12 Content-Length: refused at the headers, nothing read;
 - a body larger than the reader's limit (the size the entry's manifest declares; a download's
@@ -26,7 +27,7 @@ import pytest
 
 from backends import binary_cache
 from backends import github as github_api
-from backends.binary_cache import CacheError, GitHubReleaseStore, HttpStore, store_for
+from backends.binary_cache import CacheError, DirectoryStore, GitHubReleaseStore, HttpStore, store_for
 from backends.steps import fetch as fetch_module
 from backends.steps.archive import sha256_sidecar
 from backends.steps.fetch import Download, FetchError, FetchSettings, fetch
@@ -156,6 +157,39 @@ def test_a_manifest_without_a_size_bounds_the_archive_by_the_largest_a_leg_may_h
         server: Hostile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = _http_store(server, announcing(10**12), monkeypatch, manifest=body(b'{"leg_key": "x"}'))
     with pytest.raises(CacheError, match=r"more than the largest archive a leg may have \(2,147,483,647\)"):
+        store.fetch(KEY, ARCHIVE, tmp_path / "got")
+
+
+# -- a directory store ----------------------------------------------------------------------------
+
+def _directory_entry(root: Path, archive_size: int, manifest: bytes | None = None) -> DirectoryStore:
+    entry = root / KEY
+    entry.mkdir(parents=True)
+    with open(entry / ARCHIVE, "wb") as archive:
+        archive.truncate(archive_size)  # sparse: a shared store costs its writer nothing for it
+    (entry / (ARCHIVE + ".json")).write_bytes(_manifest() if manifest is None else manifest)
+    (entry / (ARCHIVE + ".sha256")).write_text(f"{'0' * 64}  {ARCHIVE}\n")
+    return DirectoryStore(root)
+
+
+@pytest.mark.parametrize("size", [10**12, LIMIT + 1], ids=["10^12 bytes", "one byte more"])
+def test_a_directory_entry_larger_than_its_manifest_declares_is_refused_unread(tmp_path: Path, size: int) -> None:
+    store = _directory_entry(tmp_path / "store", size)
+    clock = Clock()
+    with pytest.raises(CacheError, match=f"{ARCHIVE} is {size:,} bytes, more than the size its manifest declares "
+                                         rf"\({LIMIT:,}\); not used"):
+        store.fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert clock() < BOUND_S and _largest_file(tmp_path / "got") <= LIMIT
+
+
+def test_a_directory_entry_of_the_size_its_manifest_declares_is_fetched(tmp_path: Path) -> None:
+    assert _directory_entry(tmp_path / "store", LIMIT).fetch(KEY, ARCHIVE, tmp_path / "got")
+    assert (tmp_path / "got" / ARCHIVE).stat().st_size == LIMIT
+
+
+def test_a_directory_manifest_past_its_limit_is_refused(tmp_path: Path) -> None:
+    store = _directory_entry(tmp_path / "store", LIMIT, manifest=b" " * (64 * http.MIB + 1))
+    with pytest.raises(CacheError, match=r"is 67,108,865 bytes, more than the limit for a manifest"):
         store.fetch(KEY, ARCHIVE, tmp_path / "got")
 
 
