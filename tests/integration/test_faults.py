@@ -225,7 +225,7 @@ def _wait_for(condition, process: subprocess.Popen, log: Path) -> None:
         time.sleep(0.05)
 
 
-def test_two_concurrent_runs_in_one_tree(project_factory):
+def test_two_concurrent_runs_in_one_tree(project_factory, leftovers):
     project = project_factory(fixsrc_rows=GPU_ROWS, fixbin=False)
     reference = project_factory("reference", fixsrc_rows=GPU_ROWS, fixbin=False)
     _ok(scons(reference, GPU_LEG))

@@ -126,7 +126,7 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def size_text(count: float) -> str:
+def _size_text(count: float) -> str:
     return f"{count / KIB:.3g} KiB" if count < MIB else f"{count / MIB:.3g} MiB"
 
 
@@ -173,9 +173,9 @@ class _Exchange:
         limits, end = self.limits, self.start + self.limits.deadline_s
         if not _until(self.sent, end):
             return self._cut(Overdue(f"not complete in {limits.deadline_s:g} s"))
-        answer_by = min(time.monotonic() + limits.answer_s, end)
-        if limits.notice_s < limits.answer_s and not _until(self.answered, min(self.start + limits.notice_s,
-                                                                               answer_by)):
+        sent = time.monotonic()
+        answer_by = min(sent + limits.answer_s, end)
+        if limits.notice_s < limits.answer_s and not _until(self.answered, min(sent + limits.notice_s, answer_by)):
             self.notice(f"{self.what}: waiting, no answer for {limits.notice_s:g} s "
                         f"(given up after {limits.answer_s:g} s)")
         if not _until(self.answered, answer_by):
@@ -327,10 +327,10 @@ def _failure(error: BaseException, exchange: _Exchange) -> HttpError:
     if isinstance(error, requests.RequestException) and not isinstance(
             error, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError)):
         return HttpError(f"{type(error).__name__}: {error}")  # an invalid URL, ...
-    refused = next((cause for cause in _causes(error) if isinstance(cause, urllib3.exceptions.NewConnectionError)),
-                   None)
-    if refused is not None:
-        return Transient(f"cannot connect ({_os_reason(refused)})")
+    unconnected = next((cause for cause in _causes(error)
+                        if isinstance(cause, urllib3.exceptions.NewConnectionError)), None)
+    if isinstance(unconnected, BaseException):
+        return Transient(f"cannot connect ({_os_reason(unconnected)})")
     return Transient(f"the connection broke ({type(error).__name__})")
 
 
@@ -368,8 +368,8 @@ class _Meter:
         limits, now = self.limits, time.monotonic()
         if now - self.window_began >= limits.rate_window_s:
             if done - self.window_done < limits.rate_minimum and done != self.total:
-                raise Transient(f"slower than {size_text(limits.rate_minimum)} per {limits.rate_window_s:g} s "
-                                f"({size_text(done - self.window_done)} in {now - self.window_began:.1f} s)")
+                raise Transient(f"slower than {_size_text(limits.rate_minimum)} per {limits.rate_window_s:g} s "
+                                f"({_size_text(done - self.window_done)} in {now - self.window_began:.1f} s)")
             self.window_began, self.window_done = now, done
         if max(done, self.total or 0) > limits.progress_bytes and now - self.said >= limits.progress_every_s:
             self.said = now
