@@ -46,6 +46,7 @@ class Exchange:
 class Hostile:
     def __init__(self) -> None:
         self.routes: dict[str, Answer] = {}
+        self.suffixes: dict[str, Answer] = {}
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.stop = threading.Event()
         self.base = ""
@@ -55,6 +56,15 @@ class Hostile:
         """Answer `path` with `answer`; returns its URL."""
         self.routes[path] = answer
         return self.base + path
+
+    def route_suffix(self, suffix: str, answer: Answer) -> None:
+        """Answer every path ending in `suffix` (that no route names) with `answer`: the longest
+        suffix that fits wins."""
+        self.suffixes[suffix] = answer
+
+    def answer_for(self, path: str) -> Answer:
+        fitting = sorted((suffix for suffix in self.suffixes if path.endswith(suffix)), key=len, reverse=True)
+        return self.routes.get(path) or (self.suffixes[fitting[0]] if fitting else not_found)
 
     def __enter__(self) -> Hostile:
         state = self
@@ -67,8 +77,7 @@ class Hostile:
                 method, target, headers = request
                 path = target.split("?", 1)[0]
                 state.requests.append((method, target, headers))
-                answer = state.routes.get(path, not_found)
-                answer(Exchange(self.request, method, path, headers, state.stop))
+                state.answer_for(path)(Exchange(self.request, method, path, headers, state.stop))
 
         self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
