@@ -154,8 +154,8 @@ class Trickle:
             self.sent += 1
 
 
-def gzip_bomb_answer(status: int = 200, **headers: str) -> Answer:
-    return body(gzip_bomb(), status=status, Content_Encoding="gzip", **headers)
+def gzip_bomb_answer() -> Answer:
+    return body(gzip_bomb(), Content_Encoding="gzip")
 
 
 @cache

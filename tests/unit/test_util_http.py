@@ -214,8 +214,12 @@ def test_a_wait_for_an_answer_is_said_once(server: Hostile) -> None:
         body(b"late")(exchange)
 
     notices: list[str] = []
-    client = http.Client(http.Limits(notice_s=0.0, answer_s=10.0),
-                         notice=lambda message: (notices.append(message), answered.set()))
+
+    def notice(message: str) -> None:
+        notices.append(message)
+        answered.set()
+
+    client = http.Client(http.Limits(notice_s=0.0, answer_s=10.0), notice=notice)
     assert _get(client, server.route("/late", late)) == b"late"
     assert notices == ["GET test: waiting, no answer for 0 s (given up after 10 s)"]
 
