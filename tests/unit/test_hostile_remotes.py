@@ -28,6 +28,7 @@ import pytest
 from backends import binary_cache
 from backends import github as github_api
 from backends.binary_cache import CacheError, DirectoryStore, GitHubReleaseStore, HttpStore, store_for
+from backends.model.plan import RELEASE_ASSET_MAX_BYTES
 from backends.steps import fetch as fetch_module
 from backends.steps.archive import sha256_sidecar
 from backends.steps.fetch import Download, FetchError, FetchSettings, fetch
@@ -156,7 +157,7 @@ def test_a_manifest_past_its_limit_is_refused_before_the_archive_is_asked(server
 def test_a_manifest_without_a_size_bounds_the_archive_by_the_largest_a_leg_may_have(
         server: Hostile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = _http_store(server, announcing(10**12), monkeypatch, manifest=body(b'{"leg_key": "x"}'))
-    with pytest.raises(CacheError, match=r"more than the largest archive a leg may have \(2,147,483,647\)"):
+    with pytest.raises(CacheError, match=rf"more than the largest archive a leg may have \({RELEASE_ASSET_MAX_BYTES:,}\)"):
         store.fetch(KEY, ARCHIVE, tmp_path / "got")
 
 
