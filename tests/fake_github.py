@@ -15,7 +15,10 @@ What it models of GitHub, because the code relies on it:
 - Immutable Releases (`immutable`): a published release's assets cannot be added or deleted;
 - rate limits: every answer carries the x-ratelimit-* headers of a job token's 1,000
   requests per hour; past them, or when `exhaust`/`throttle` say so, a 403/429 with GitHub's
-  headers; `calls` records every request (the request counter).
+  headers; `calls` records every request (the request counter);
+- a hostile GitHub: `hostile[path]` answers every request for that path with an answer of
+  tests/hostile_http.py (10^12 bytes announced, a gzip bomb, trickled headers, ...), outside
+  the lock, so the fake goes on answering everything else.
 """
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator
 from urllib.parse import parse_qs, urlparse
+
+from hostile_http import Answer, Exchange
 
 TOKEN = "ghs_unit-test-token-0123456789"
 REPO = "anira/backends"
@@ -60,6 +65,8 @@ class FakeGitHub:
         self.limit = HOURLY_LIMIT
         self.clock: Callable[[], float] = time.time
         self.refusals: list[tuple[int, dict[str, str], str]] = []  # the next answers, before anything else
+        self.hostile: dict[str, Answer] = {}
+        self.stop = threading.Event()  # ends the hostile answers that hold their connection
         self.lock = threading.Lock()
 
     # -- state --------------------------------------------------------------------------------
@@ -95,6 +102,11 @@ class FakeGitHub:
 
     def asset_names(self, tag: str) -> list[str]:
         return [a["name"] for a in self.assets[self.release(tag)["id"]]]
+
+    def asset_path(self, tag: str, name: str) -> str:
+        """The API path an asset is downloaded from."""
+        [asset] = [a for a in self.assets[self.release(tag)["id"]] if a["name"] == name]
+        return f"/repos/{REPO}/releases/assets/{asset['id']}"
 
     def asset_bytes(self, tag: str, name: str) -> bytes:
         [asset] = [a for a in self.assets[self.release(tag)["id"]] if a["name"] == name]
@@ -172,6 +184,11 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
 
         def _route(self, method: str) -> None:
             url = urlparse(self.path)
+            hostile = state.hostile.get(url.path)
+            if hostile is not None:
+                state.calls.append((method, url.path))
+                self.close_connection = True
+                return hostile(Exchange(self.connection, method, url.path, dict(self.headers), state.stop))
             data = self._body() if method in ("POST", "PATCH") else b""
             with state.lock:
                 state.calls.append((method, url.path))
@@ -335,5 +352,6 @@ def serve() -> Iterator[FakeGitHub]:
     try:
         yield state
     finally:
+        state.stop.set()
         server.shutdown()
         server.server_close()

@@ -20,10 +20,12 @@ only: lookups still work, storing says so once. Stores only move bytes: whatever
 of one is judged before it is used (cache_entry.py: the signature, the manifest, every
 member, the contract); a bad entry is reported and the leg rebuilt.
 
-A store is waited on with the tree locked, so no wait is silent or unbounded: HTTP transfers
-have timeouts, a minimum rate, bounded retries and progress lines (the constants below). A
-directory store heals itself: a writer sweeps the temps killed writers left, a reader evicts
-an entry that is not exactly its regular files.
+A store is waited on with the tree locked, so no wait is silent or unbounded: HTTP goes
+through the project's one client (util/http.py: timeouts, deadlines, a minimum rate, bounded
+retries, progress lines). No store fills the reader's disk: each file of an entry is read
+within its cap, the archive within the size its manifest declares (entry_cap), compressed
+answers are refused. A directory store heals itself: a writer sweeps the temps killed writers
+left, a reader evicts an entry that is not exactly its regular files.
 """
 from __future__ import annotations
 
@@ -39,25 +41,20 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Mapping, NamedTuple, Protocol, Sequence, TypeVar
-
-# requests takes ~0.1 s to import: it is imported where a transfer happens, so a null build,
-# plan=1 or list never pays for it.
-if TYPE_CHECKING:
-    import requests
+from typing import Callable, Mapping, NamedTuple, Protocol, Sequence, TypeVar
 
 from .cache_trust import SIGNATURE_SUFFIX, key_id
 from .locations import is_url
 from .locks import FileLock
 from .model.plan import RELEASE_ASSET_MAX_BYTES
 from .github import DEFAULT_API, GitHub, GitHubError, RateLimited, choose_release, holds
-from .steps.files import remove_path, sha256_file
+from .steps.files import CHUNK_SIZE, remove_path, sha256_file
 from .steps.manifest import build_seconds
 from .steps.publish import published_files
+from .util import http
 
 
 class CacheError(RuntimeError):
@@ -69,7 +66,9 @@ class ReadOnly(CacheError):
 
 
 class Store(Protocol):
-    location: str
+    @property
+    def location(self) -> str:
+        """Where the store is, as `binary_cache=` names it."""
 
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
         """Download the entry of `key` into `dest` (archive and sidecars); False on a miss."""
@@ -86,6 +85,55 @@ class Store(Protocol):
 def entry_names(archive: str) -> list[str]:
     """The entry's files as published: the manifest first, the archive last."""
     return [path.name for path in published_files(Path(archive))]
+
+
+# What an entry's files may weigh, checked before and while they are read, so that no store
+# fills the reader's disk. A manifest lists every member (LibTorch's 12,248 take 2 MB); a
+# sidecar is one line, or a signature.
+MANIFEST_CAP = http.Cap(64 * http.MIB, "the limit for a manifest")
+SIDECAR_CAP = http.Cap(64 * http.KIB, "the limit for a sidecar")
+
+
+def archive_cap(manifest: bytes) -> http.Cap:
+    """The size the entry's manifest declares for its archive. Where it declares none, the
+    largest archive a leg may have: the manifest check refuses the entry afterwards."""
+    try:
+        size = json.loads(manifest).get("size")
+    except (ValueError, AttributeError):
+        size = None
+    if isinstance(size, int) and not isinstance(size, bool) and 0 <= size <= RELEASE_ASSET_MAX_BYTES:
+        return http.Cap(size, "the size its manifest declares")
+    return http.Cap(RELEASE_ASSET_MAX_BYTES, "the largest archive a leg may have")
+
+
+def sidecar_cap(name: str, archive: str) -> http.Cap:
+    return MANIFEST_CAP if name == archive + ".json" else SIDECAR_CAP
+
+
+def entry_cap(name: str, archive: str, manifest: Path) -> http.Cap:
+    """The most bytes the entry's file `name` may have; for the archive, what its manifest
+    (read first, into `manifest`) declares."""
+    if name != archive:
+        return sidecar_cap(name, archive)
+    try:
+        return archive_cap(manifest.read_bytes())
+    except OSError:
+        return archive_cap(b"")
+
+
+def _copy_within(source: Path, target: Path, cap: http.Cap) -> None:
+    """Copy `source`, refused (http.TooLarge) past `cap`: its size before, and the bytes as they
+    are copied (a file that grows meanwhile)."""
+    size = source.stat().st_size
+    if size > cap.size:
+        raise http.TooLarge(f"is {size:,} bytes, more than {cap.what} ({cap.size:,})")
+    copied = 0
+    with open(source, "rb") as reader, open(target, "wb") as writer:
+        while chunk := reader.read(CHUNK_SIZE):
+            copied += len(chunk)
+            if copied > cap.size:
+                raise http.TooLarge(f"grew past {cap.what} ({cap.size:,} bytes) while it was read")
+            writer.write(chunk)
 
 
 # -- a directory --------------------------------------------------------------------------
@@ -114,8 +162,9 @@ class DirectoryStore:
         return str(self.root)
 
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
-        """Copy the entry into `dest`. An entry that is not exactly its files, each a regular
-        file, is evicted (when the store may be written) and reported as a CacheError."""
+        """Copy the entry into `dest`, each file within its cap (entry_cap). An entry that is not
+        exactly its files, each a regular file, is evicted (when the store may be written) and
+        reported as a CacheError."""
         entry = self.root / key
         try:
             problem = _entry_problem(entry, archive)
@@ -124,9 +173,13 @@ class DirectoryStore:
         if problem:
             raise CacheError(f"{self.location}: the entry {key} {self._evict(key, archive, problem)}; not used")
         dest.mkdir(parents=True, exist_ok=True)
+        name = archive
         try:
-            for name in _present(entry, archive):  # copies: nothing downstream may share an inode with the cache
-                shutil.copyfile(entry / name, dest / name)
+            # Copies, the manifest first: nothing downstream may share an inode with the cache.
+            for name in _present(entry, archive):
+                _copy_within(entry / name, dest / name, entry_cap(name, archive, dest / (archive + ".json")))
+        except http.TooLarge as error:
+            raise CacheError(f"{self.location}: the entry {key}: {name} {error}; not used") from None
         except OSError as error:
             raise CacheError(f"{self.location}: cannot read the entry {key}: {error.strerror or error}; "
                              "not used") from None
@@ -287,139 +340,22 @@ def _same(ours: Path, theirs: Path) -> bool:
 
 
 # -- HTTP(S) --------------------------------------------------------------------------------
-# Module constants, so tests can make them small.
-CONNECT_TIMEOUT = 10.0  # seconds to connect
-READ_TIMEOUT = 30.0  # seconds one socket read may wait: a trickle passes it, hence the rate below
-RATE_WINDOW = 30.0  # seconds: a transfer that moves less than RATE_MINIMUM bytes in one is given up
-RATE_MINIMUM = 64 * 1024
-PROGRESS_SIZE = 50 * 1000 * 1000  # a larger body says how far it got...
-PROGRESS_EVERY = 5.0  # ...every this many seconds
-WAIT_NOTICE = 5.0  # seconds without an answer before the wait is said
-ATTEMPTS = 3  # on connection errors, timeouts, a too-slow transfer, HTTP 5xx and 429
-BACKOFF = 1.0  # seconds before the second attempt, doubled before each further one
-CHUNK = 1 << 20
+# The HTTP client's limits (util/http.py): 10 s to connect, 30 s for an answer, at least 64 KiB
+# per 30 s, an hour for all of a response, 3 attempts 1 s and 2 s apart. Tests make them small.
+LIMITS = http.Limits()
 sleep = time.sleep
 
 T = TypeVar("T")
 
 
-class _Retry(Exception):
-    """One attempt failed in a way the next one may not. `transport`: the store was not
-    reached, or too slowly (not an answer of the server)."""
-
-    def __init__(self, why: str, transport: bool = True) -> None:
-        super().__init__(why)
-        self.why = why
-        self.transport = transport
-
-
-def _new_session() -> requests.Session:
-    import requests
-
-    return requests.Session()
-
-
-def _timeout() -> tuple[float, float]:
-    return CONNECT_TIMEOUT, READ_TIMEOUT
-
-
-def _size(count: float) -> str:
-    return f"{count / 1024:.3g} KiB" if count < 1 << 20 else f"{count / (1 << 20):.3g} MiB"
-
-
-class _Meter:
-    """Counts a body's bytes as they move: gives up on a transfer slower than RATE_MINIMUM per
-    RATE_WINDOW, and prints a progress line every PROGRESS_EVERY seconds for one over
-    PROGRESS_SIZE."""
-
-    def __init__(self, what: str, total: int | None) -> None:
-        self.what, self.total, self.done = what, total, 0
-        self.start = self.window_start = self.said = time.monotonic()
-        self.window_done = 0
-
-    def add(self, count: int) -> None:
-        now = time.monotonic()
-        self.done += count
-        if now - self.window_start >= RATE_WINDOW:
-            if self.done - self.window_done < RATE_MINIMUM and self.done != self.total:
-                raise _Retry(f"slower than {_size(RATE_MINIMUM)} per {RATE_WINDOW:g} s "
-                             f"({_size(self.done - self.window_done)} in {now - self.window_start:.1f} s)")
-            self.window_start, self.window_done = now, self.done
-        if now - self.said >= PROGRESS_EVERY and max(self.done, self.total or 0) > PROGRESS_SIZE:
-            self.said = now
-            warn(self.line(now))
-
-    def line(self, now: float) -> str:
-        of = f" of {self.total / 1e6:.1f} MB ({100 * self.done // self.total} %)" if self.total else ""
-        return f"{self.what}: {self.done / 1e6:.1f} MB{of}, {self.done / 1e6 / max(now - self.start, 1e-3):.1f} MB/s"
-
-
-class _MeteredFile:
-    """A file as a request body, its reads counted by a _Meter."""
-
-    def __init__(self, file: BinaryIO, size: int, meter: _Meter) -> None:
-        self.file, self.size, self.meter = file, size, meter
-
-    def __len__(self) -> int:
-        return self.size
-
-    def read(self, count: int = -1) -> bytes:
-        data = self.file.read(count)
-        self.meter.add(len(data))
-        return data
-
-
-@contextmanager
-def _noticed(what: str) -> Iterator[None]:
-    """Says once that the run is waiting for `what`, when it has for WAIT_NOTICE seconds (the
-    run holds the tree meanwhile: the wait must show)."""
-    timer = threading.Timer(WAIT_NOTICE, lambda: warn(
-        f"waiting for {what}: no answer for {WAIT_NOTICE:g} s (given up after {READ_TIMEOUT:g} s)"))
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-
-
-def _receive(response: requests.Response, target: Path, meter: _Meter) -> None:
-    """The body into `target` as it arrives: read1 returns what one socket read got, where
-    read(n) waits for n bytes, so a trickle would never be measured."""
-    with open(target, "wb") as out:
-        while chunk := response.raw.read1(CHUNK, decode_content=True):
-            out.write(chunk)
-            meter.add(len(chunk))
-
-
-def _length(response: requests.Response) -> int | None:
-    value = response.headers.get("Content-Length", "")
-    return int(value) if value.isdigit() else None
-
-
-def _transport_failure(error: Exception) -> _Retry | None:
-    """A failure of the connection as a _Retry saying why; None for any other error."""
-    import requests
-    from urllib3.exceptions import HTTPError, NewConnectionError, ReadTimeoutError
-
-    if isinstance(error, requests.ConnectTimeout):
-        return _Retry(f"timed out connecting ({CONNECT_TIMEOUT:g} s)")
-    if isinstance(error, (requests.ReadTimeout, ReadTimeoutError)):
-        return _Retry(f"no answer for {READ_TIMEOUT:g} s")
-    if isinstance(getattr(error.args[0] if error.args else None, "reason", None), NewConnectionError):
-        errno_text = re.search(r"\[Errno -?\d+\] ([^)\]'\"]+)", str(error))  # "Connection refused"
-        return _Retry(f"cannot connect ({errno_text[1].strip() if errno_text else 'no connection'})")
-    if isinstance(error, requests.exceptions.SSLError):
-        return None  # a certificate that does not verify does not on a second try
-    if isinstance(error, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError, HTTPError)):
-        return _Retry(f"the connection broke ({type(error).__name__})")
-    return None
+def _http_client() -> http.Client:
+    return http.Client(LIMITS, notice=warn, sleep=sleep)
 
 
 @dataclass
 class HttpStore:
     base: str
-    session: requests.Session = field(default_factory=_new_session)
+    client: http.Client = field(default_factory=_http_client)
     # Why the store was given up on this run: its connection failed, attempts over.
     _given_up: str = field(default="", repr=False)
 
@@ -431,12 +367,15 @@ class HttpStore:
         return f"{self.base.rstrip('/')}/{key}/{urllib.parse.quote(name)}"
 
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
+        """The entry's files into `dest`, the manifest first (without it, a miss): each within
+        its cap, the archive within the size the manifest declares."""
         dest.mkdir(parents=True, exist_ok=True)
         try:
-            found = all(self._attempts(f"GET {key}/{name}", partial(self._get, key, name, dest))
-                        for name in entry_names(archive))  # the manifest first: without it, a miss
+            found = all(self._attempts(f"GET {key}/{name}", partial(self._get, key, name, dest, archive))
+                        for name in entry_names(archive))
             signature = archive + SIGNATURE_SUFFIX
-            if found and not self._attempts(f"GET {key}/{signature}", partial(self._get, key, signature, dest)):
+            if found and not self._attempts(f"GET {key}/{signature}", partial(self._get, key, signature, dest,
+                                                                               archive)):
                 (dest / signature).unlink(missing_ok=True)  # unsigned: the reader's trust decides
             return found
         except CacheError as error:
@@ -456,72 +395,54 @@ class HttpStore:
             return None
 
     def _head(self, key: str, name: str, size: int) -> bool:
-        with _noticed(f"{self.base} (HEAD {key}/{name})"):
-            response = self.session.head(self._url(key, name), timeout=_timeout(),
-                                         headers={"Accept-Encoding": "identity"})
-        with response:
-            if response.status_code == 404:
+        what = f"HEAD {key}/{name}"
+        with self.client.open("HEAD", self._url(key, name), what=f"{self.base}: {what}") as answer:
+            if answer.status == 404:
                 return False
-            if response.status_code != 200:
-                raise _status_failure(self.base, f"HEAD {key}/{name}", response.status_code)
-            length = _length(response)
-            return length is None or length == size
+            if answer.status != 200:
+                raise _status_failure(self.base, what, answer.status)
+            return answer.length is None or answer.length == size
 
     def _attempts(self, what: str, attempt: Callable[[], T]) -> T:
-        """`attempt()` up to ATTEMPTS times, BACKOFF, 2 BACKOFF, ... seconds apart. A failure
-        that outlasts them is a CacheError naming the store, the file and why; after one of
-        the connection, the store is not tried again this run."""
-        import requests
-
+        """`attempt()` as the HTTP client retries it. A failure that outlasts the attempts is a
+        CacheError naming the store, the file and why; after one of the connection (not an
+        answer of the server's), the store is not tried again this run."""
         if self._given_up:
             raise CacheError(f"{self.base}: {what} not tried: {self._given_up} earlier in this run")
-        for number in range(1, ATTEMPTS + 1):
-            try:
-                try:
-                    return attempt()
-                except requests.RequestException as error:
-                    raise _transport_failure(error) or CacheError(f"{self.base}: {what}: {error}") from None
-            except _Retry as failure:
-                if number == ATTEMPTS:
-                    if failure.transport:
-                        self._given_up = failure.why
-                    raise CacheError(f"{self.base}: {what}: {failure.why} ({ATTEMPTS} attempts)") from None
-                pause = BACKOFF * 2 ** (number - 1)
-                warn(f"{self.base}: {what}: {failure.why}; trying again in {pause:g} s")
-                sleep(pause)
-        raise AssertionError("unreachable")
-
-    def _get(self, key: str, name: str, dest: Path) -> bool:
-        from urllib3.exceptions import HTTPError
-
-        what = f"{key}/{name}"
-        temp = dest / f".{name}.tmp-{os.getpid()}"
-        with _noticed(f"{self.base} (GET {what})"):
-            response = self.session.get(self._url(key, name), stream=True, timeout=_timeout(),
-                                        headers={"Accept-Encoding": "identity"})
         try:
-            with response:
-                if response.status_code == 404:
+            return self.client.retrying(f"{self.base}: {what}", attempt)
+        except http.Transient as failure:
+            if not isinstance(failure, http.Busy):
+                self._given_up = str(failure)
+            tries = f"{failure.attempts} attempt{'s' if failure.attempts != 1 else ''}"
+            raise CacheError(f"{self.base}: {what}: {failure} ({tries})") from None
+        except http.HttpError as error:
+            raise CacheError(f"{self.base}: {what}: {error}") from None
+
+    def _get(self, key: str, name: str, dest: Path, archive: str) -> bool:
+        what = f"GET {key}/{name}"
+        temp = dest / f".{name}.tmp-{os.getpid()}"
+        try:
+            with self.client.open("GET", self._url(key, name), what=f"{self.base}: {what}") as answer:
+                if answer.status == 404:
                     return False
-                if response.status_code != 200:
-                    raise _status_failure(self.base, f"GET {what}", response.status_code)
-                _receive(response, temp, _Meter(f"{self.base}: GET {what}", _length(response)))
+                if answer.status != 200:
+                    raise _status_failure(self.base, what, answer.status)
+                cap = entry_cap(name, archive, dest / (archive + ".json"))
+                with open(temp, "wb") as out:
+                    for chunk in answer.chunks(cap):
+                        out.write(chunk)
             os.replace(temp, dest / name)
             return True
-        except HTTPError as error:  # urllib3's, reading the body
-            raise _transport_failure(error) or CacheError(f"{self.base}: GET {what}: {error}") from None
         except OSError as error:  # writing it
-            raise CacheError(f"{self.base}: GET {what}: cannot write {dest}: {error.strerror or error}") from None
+            raise CacheError(f"{self.base}: {what}: cannot write {dest}: {error.strerror or error}") from None
         finally:
             temp.unlink(missing_ok=True)
 
     def _put(self, key: str, path: Path) -> None:
         what = f"PUT {key}/{path.name}"
-        size = path.stat().st_size
-        with open(path, "rb") as file:
-            body = _MeteredFile(file, size, _Meter(f"{self.base}: {what}", size))
-            with self.session.put(self._url(key, path.name), data=body, timeout=_timeout()) as response:
-                status = response.status_code
+        with self.client.open("PUT", self._url(key, path.name), what=f"{self.base}: {what}", upload=path) as answer:
+            status = answer.status
         if status in (401, 403, 405):
             raise ReadOnly(f"{self.base} refuses writes (HTTP {status})")
         if status not in (200, 201, 204):
@@ -530,7 +451,7 @@ class HttpStore:
 
 def _status_failure(base: str, what: str, status: int) -> Exception:
     if status >= 500 or status == 429:
-        return _Retry(f"HTTP {status}", transport=False)
+        return http.Busy(f"HTTP {status}", status)
     return CacheError(f"{base}: {what} answered HTTP {status}")
 
 
@@ -539,6 +460,9 @@ def _status_failure(base: str, what: str, status: int) -> Exception:
 KEEP_DEFAULT = 2  # keys kept per leg: the current one and the one before (a revert restores)
 ENTRY_SUFFIX = ".entry"
 ENTRY_FORMAT = 1
+# The `.entry` asset: its files in base64 (4 bytes for 3) with their names, in a little JSON.
+ENTRY_CAP = http.Cap((MANIFEST_CAP.size + 2 * SIDECAR_CAP.size) * 4 // 3 + 64 * http.KIB,
+                     "the limit for an .entry asset")
 RELEASE_BODY = ("Binary cache of verified archives, keyed by leg key (anira-backends; docs/ci-and-release.md). "
                 "A draft on purpose: Immutable Releases lock a published release's assets.")
 _ASSET_NAME = re.compile(r"(?P<key>[0-9a-f]{64})-(?P<file>.+)")
@@ -656,7 +580,7 @@ class GitHubReleaseStore:
                 (dest / name).unlink(missing_ok=True)
             for name, data in sidecars.items():
                 (dest / name).write_bytes(data)
-            self.client.download(body, dest / archive)
+            self.client.download(body, dest / archive, archive_cap(sidecars[archive + ".json"]))
         except RateLimited as error:
             raise LookupFailed(f"{self.location}: the lookup of {key} could not be made: {error}") from None
         except GitHubError as error:
@@ -682,7 +606,7 @@ class GitHubReleaseStore:
         the entry's own file names (never a path), the manifest and `.sha256` present."""
         temp = dest / f".{archive}{ENTRY_SUFFIX}.tmp-{os.getpid()}"
         try:
-            self.client.download(asset, temp)
+            self.client.download(asset, temp, ENTRY_CAP)
             payload = json.loads(temp.read_bytes())
         except ValueError as error:
             raise CacheError(f"{self.location}: {asset['name']} is not JSON ({error})") from None
@@ -698,9 +622,15 @@ class GitHubReleaseStore:
             raise CacheError(f"{self.location}: {asset['name']} is not an entry of format {ENTRY_FORMAT} holding "
                              f"{' and '.join(required)} (and at most {', '.join(allowed)})")
         try:
-            return {name: base64.b64decode(text, validate=True) for name, text in files.items()}
+            decoded = {name: base64.b64decode(text, validate=True) for name, text in files.items()}
         except ValueError:
             raise CacheError(f"{self.location}: {asset['name']} holds a file that is not base64") from None
+        for name, data in decoded.items():
+            cap = sidecar_cap(name, archive)
+            if len(data) > cap.size:
+                raise CacheError(f"{self.location}: {asset['name']} holds {name} of {len(data):,} bytes, more than "
+                                 f"{cap.what} ({cap.size:,})")
+        return decoded
 
     def put(self, key: str, files: Sequence[Path]) -> None:
         """Store the entry: an existing one with these exact bytes stays; any other is replaced,

@@ -1,9 +1,12 @@
 """The few GitHub REST endpoints the project calls: releases (release.py, the binary cache's
-release store) and pull requests (pin_refresh.py). The token travels only in a header; 5xx
-answers are retried. A rate limit (403/429 with GitHub's rate-limit headers, docs.github.com
-"Rate limits for the REST API") is waited out when it lifts within RATE_LIMIT_WAIT, said
-while waiting, and otherwise a RateLimited error saying when it lifts: never a quiet failure.
-Each client counts the requests it makes (`requests`) and the quota GitHub reports left."""
+release store) and pull requests (pin_refresh.py), through the project's one HTTP client
+(util/http.py: every answer bounded in time and size, never decoded). The token travels only
+in a header, and never to another host a download is redirected to; 5xx answers and broken
+connections are retried. A rate limit (403/429 with GitHub's rate-limit headers,
+docs.github.com "Rate limits for the REST API") is waited out when it lifts within
+RATE_LIMIT_WAIT, said while waiting, and otherwise a RateLimited error saying when it lifts:
+never a quiet failure. Each client counts the requests it makes (`requests`) and the quota
+GitHub reports left."""
 from __future__ import annotations
 
 import argparse
@@ -11,20 +14,23 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TextIO
+from typing import Any, Callable, Mapping, TextIO, TypeVar
 
-# requests takes ~0.1 s to import: it is imported where a transfer happens, so a null build,
-# plan=1 or list never pays for it.
-if TYPE_CHECKING:
-    import requests
+from .util import http
+
+T = TypeVar("T")
 
 DEFAULT_API = "https://api.github.com"
 PER_PAGE = 100
 RETRY_STATUSES = (500, 502, 503, 504)
-ATTEMPTS = 3
-TIMEOUT = (30, 600)  # connect, read: uploads of large archives take minutes
+# 30 s to connect; failures tried 3 times, 2 s and 4 s apart. GitHub answers an upload once it
+# has stored it: up to 10 minutes after the last byte of a large archive.
+LIMITS = http.Limits(connect_s=30.0, backoff_s=2.0)
+UPLOAD_LIMITS = replace(LIMITS, answer_s=600.0)
+# An API answer (a page of releases with their assets is the largest) is JSON of a few MB at most.
+API_ANSWER = http.Cap(64 * http.MIB, "the limit for a GitHub API answer")
 # Rate limits: the whole wait one client may spend on them (a primary limit resets within the
 # hour; a leg job has hours, a lookup that could not be made fails its run instead).
 RATE_LIMIT_WAIT = 900.0
@@ -48,76 +54,81 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-class GitHub:
-    def __init__(self, api: str, repo: str, token: str, session: requests.Session | None = None,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
-                 notice: Callable[[str], None] = _stderr) -> None:
-        import requests
+@dataclass(frozen=True)
+class Reply:
+    """An answer of the API: its status, headers and (JSON) body."""
 
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class GitHub:
+    def __init__(self, api: str, repo: str, token: str, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.time, notice: Callable[[str], None] = _stderr) -> None:
         self.api = api.rstrip("/")
         self.repo = repo
-        self.session = session or requests.Session()
-        self.session.headers.update({"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
-                                     "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "anira-backends"})
         self.sleep = sleep
+        self.http = http.Client(LIMITS, notice=notice, sleep=lambda seconds: self.sleep(seconds), headers={
+            "Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "anira-backends"})
         self.clock = clock
-        self.notice = notice
         self.requests = 0  # requests sent, each counting against the token's hourly quota
         self.remaining: int | None = None  # x-ratelimit-remaining of the last answer
         self.rate_waited = 0.0
 
-    def _request(self, method: str, url: str, upload: Path | None, **kwargs: Any) -> requests.Response:
-        self.requests += 1
-        if upload is None:
-            response = self.session.request(method, url, timeout=TIMEOUT, **kwargs)
-        else:
-            with upload.open("rb") as body:
-                response = self.session.request(method, url, data=body, timeout=TIMEOUT, **kwargs)
-        remaining = response.headers.get("x-ratelimit-remaining", "")
-        if remaining.isdigit():
-            self.remaining = int(remaining)
-        return response
+    def _exchange(self, method: str, url: str, expect: tuple[int, ...], upload: Path | None,
+                  read: Callable[[http.Answer], T], **kwargs: Any) -> T:
+        """One call, `read(answer)` on an expected answer; any other is waited out (a rate
+        limit), tried again (5xx, a broken connection) or a GitHubError."""
+        what = f"GitHub API {method} {url.split('?')[0]}"
+        secondary = [0]
+
+        def attempt() -> T:
+            self.requests += 1
+            with self.http.open(method, url, what=what, upload=upload,
+                                limits=UPLOAD_LIMITS if upload is not None else None, **kwargs) as answer:
+                remaining = answer.headers.get("x-ratelimit-remaining", "")
+                if remaining.isdigit():
+                    self.remaining = int(remaining)
+                if answer.status in expect:
+                    return read(answer)
+                reply = Reply(answer.status, answer.headers, answer.read(API_ANSWER))
+            limit = rate_limit(reply, self.clock(), SECONDARY_WAIT * 2 ** secondary[0])
+            if limit is not None:
+                secondary[0] += limit.secondary
+                raise self._pause(what, limit)
+            failure = f"HTTP {reply.status} {_api_message(reply)}"
+            if reply.status in RETRY_STATUSES:
+                raise http.Busy(failure, reply.status)
+            raise GitHubError(f"{what}: {failure}", reply.status)
+
+        try:
+            return self.http.retrying(what, attempt)
+        except http.Busy as error:
+            raise GitHubError(f"{what}: {error}", error.status) from None
+        except http.HttpError as error:
+            raise GitHubError(f"{what}: {error}") from None
 
     def _send(self, method: str, url: str, expect: tuple[int, ...] = (200,), upload: Path | None = None,
-              **kwargs: Any) -> requests.Response:
-        import requests
+              **kwargs: Any) -> Reply:
+        return self._exchange(method, url, expect, upload,
+                              lambda answer: Reply(answer.status, answer.headers, answer.read(API_ANSWER)), **kwargs)
 
-        what = f"{method} {url.split('?')[0]}"
-        failures = secondary = 0
-        while True:
-            try:
-                response = self._request(method, url, upload, **kwargs)
-            except requests.ConnectionError as error:
-                failures += 1
-                if failures == ATTEMPTS:
-                    raise GitHubError(f"GitHub API {what}: {type(error).__name__}") from None
-                self.sleep(2 ** failures)
-                continue
-            if response.status_code in expect:
-                return response
-            limit = rate_limit(response, self.clock(), SECONDARY_WAIT * 2 ** secondary)
-            if limit is not None:
-                secondary += limit.secondary
-                self._wait_out(what, limit)
-                continue
-            failures += 1
-            if response.status_code not in RETRY_STATUSES or failures == ATTEMPTS:
-                raise GitHubError(f"GitHub API {what}: HTTP {response.status_code} {_api_message(response)}",
-                                  response.status_code)
-            self.sleep(2 ** failures)
-
-    def _wait_out(self, what: str, limit: Limit) -> None:
-        """Sleep until `limit` lifts, or raise RateLimited when that is beyond what is left of
+    def _pause(self, what: str, limit: Limit) -> http.Pause:
+        """The wait until `limit` lifts, or RateLimited when that is beyond what is left of
         RATE_LIMIT_WAIT."""
         lifts = time.strftime("%H:%M:%S UTC", time.gmtime(self.clock() + limit.wait))
         if self.rate_waited + limit.wait > RATE_LIMIT_WAIT:
-            raise RateLimited(f"GitHub API {what}: {limit.why}; it lifts at {lifts}, in {limit.wait:.0f} s, beyond "
+            raise RateLimited(f"{what}: {limit.why}; it lifts at {lifts}, in {limit.wait:.0f} s, beyond "
                               f"what this run waits for rate limits ({RATE_LIMIT_WAIT:.0f} s, {self.rate_waited:.0f} s "
                               f"of it spent; {self.requests} requests made here). A job token has 1,000 requests per "
                               "hour per repository: run again after that time", limit.status)
-        self.notice(f"GitHub API {what}: {limit.why}; waiting {limit.wait:.0f} s, until {lifts}")
         self.rate_waited += limit.wait
-        self.sleep(limit.wait)
+        return http.Pause(limit.wait, f"{limit.why}; waiting {limit.wait:.0f} s, until {lifts}")
 
     def _pages(self, path: str, stop: Callable[[list[dict[str, Any]]], bool] = lambda batch: False
                ) -> list[dict[str, Any]]:
@@ -192,17 +203,20 @@ class GitHub:
         """Gone already (a concurrent writer's delete) is as good as deleted."""
         self._send("DELETE", f"{self.api}/repos/{self.repo}/releases/assets/{asset['id']}", expect=(204, 404))
 
-    def download(self, asset: Mapping[str, Any], target: Path) -> None:
-        """An asset's bytes into `target` (through a temp beside it): one API request, as a
-        draft's assets have no public URL. GitHub may redirect to its storage host; requests
-        drops the token on a redirect to another host."""
+    def download(self, asset: Mapping[str, Any], target: Path, cap: http.Cap) -> None:
+        """An asset's bytes into `target` (through a temp beside it), refused past `cap`: one API
+        request, as a draft's assets have no public URL. GitHub may redirect to its storage
+        host; the token is not sent there."""
         url = f"{self.api}/repos/{self.repo}/releases/assets/{asset['id']}"
-        response = self._send("GET", url, headers={"Accept": "application/octet-stream"}, stream=True)
         temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        try:
-            with response, open(temp, "wb") as out:
-                for chunk in response.iter_content(1 << 20):
+
+        def save(answer: http.Answer) -> None:
+            with open(temp, "wb") as out:
+                for chunk in answer.chunks(cap):
                     out.write(chunk)
+
+        try:
+            self._exchange("GET", url, (200,), None, save, headers={"Accept": "application/octet-stream"})
             os.replace(temp, target)
         finally:
             temp.unlink(missing_ok=True)
@@ -257,7 +271,8 @@ class GitHub:
 def choose_release(releases: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Of the releases of one tag: the published one, else the oldest draft (lowest id)."""
     published = [r for r in releases if not r.get("draft")]
-    return (published or sorted(releases, key=lambda r: int(r["id"])) or [None])[0]
+    ordered = published or sorted(releases, key=lambda r: int(r["id"]))
+    return ordered[0] if ordered else None
 
 
 def holds(asset: Mapping[str, Any], size: int, sha256: str) -> bool:
@@ -280,12 +295,12 @@ class Limit:
     secondary: bool
 
 
-def rate_limit(response: requests.Response, now: float, fallback: float) -> Limit | None:
+def rate_limit(response: Reply, now: float, fallback: float) -> Limit | None:
     """The rate limit a 403/429 answer reports (None: it is no rate limit, e.g. a missing
     permission). GitHub's rules: `retry-after` seconds when given; a primary limit
     (`x-ratelimit-remaining: 0`) lifts at `x-ratelimit-reset` (epoch seconds); any other
     secondary limit after at least a minute (`fallback`)."""
-    status = response.status_code
+    status = response.status
     if status not in (403, 429):
         return None
     headers = response.headers
@@ -306,11 +321,11 @@ def rate_limit(response: requests.Response, now: float, fallback: float) -> Limi
     return None
 
 
-def _api_message(response: requests.Response) -> str:
+def _api_message(response: Reply) -> str:
     try:
         payload = response.json()
     except ValueError:
-        return response.text[:200]
+        return response.body[:200].decode("utf-8", "replace")
     message = str(payload.get("message", "")) if isinstance(payload, dict) else ""
     errors = payload.get("errors") if isinstance(payload, dict) else None
     return message + (f" {json.dumps(errors)}" if errors else "")

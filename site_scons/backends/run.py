@@ -20,8 +20,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -30,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TextIO
 
+from . import containment
 from .locks import FileLock
 
 POLICY_FLOOR_KEY = "CMAKE_POLICY_VERSION_MINIMUM"
@@ -284,45 +283,11 @@ def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
     status.finish(f"done in {elapsed:.1f} s")
 
 
-SUPERVISOR = Path(__file__).with_name("supervise.py")
-
-
-def _spawn(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
-    """Start `argv` so that it and everything it starts die with this build: on Linux
-    through the supervisor (on a parent-death signal, even after a kill -9 of scons, or a
-    failure it kills every descendant, whatever group or session it moved to); elsewhere
-    in a process group of its own that an interrupted run kills (best effort)."""
-    options: dict[str, object] = {}
-    if sys.platform.startswith("linux"):
-        argv = [sys.executable, "-I", str(SUPERVISOR), "--parent", str(os.getpid()), "--", *argv]
-    elif os.name == "nt":
-        options["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
-    else:
-        options["process_group"] = 0
-    return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, **options)  # type: ignore[call-overload]
-
-
-def _stop(child: subprocess.Popen[bytes]) -> None:
-    """Ask the supervisor to take its tree down (SIGTERM), or kill the group ourselves."""
-    try:
-        if sys.platform.startswith("linux"):
-            child.terminate()
-        elif os.name == "nt":
-            child.kill()
-        else:
-            os.killpg(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        child.kill()
-        child.wait()
-
-
 def _stream_child(argv: list[str], env: dict[str, str], cwd: Path, log_file: IO[str],
                   tail: collections.deque[str], status: StatusLine,
                   label: str) -> int:
     try:
-        child = _spawn(argv, env, cwd)
+        child = containment.spawn(argv, env=env, cwd=cwd)
     except OSError as error:
         reason = f"cannot start {argv[0]!r}: {error}"
         log_file.write(reason + "\n")
@@ -334,10 +299,12 @@ def _stream_child(argv: list[str], env: dict[str, str], cwd: Path, log_file: IO[
             log_file.write(line + "\n")
             tail.append(line)
             status.output(line)
-        return child.wait()
+        child.wait()
+        containment.finished(child)
+        return child.returncode
     except BaseException:
         # Ctrl-C or a failing status stream: never leave the build running behind us.
-        _stop(child)
+        containment.stop(child)
         raise
     finally:
         child.stdout.close()

@@ -5,6 +5,7 @@ build, or fails naming the cause; never "up to date" on wrong bytes.
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import fixtures
+import survivors
 from fixtures import LegRow, fixbin_archive, fixsrc_archive, scons
 
 FIXBIN_LEG = fixtures.FIXBIN_LEG_IDS[0]
@@ -88,7 +90,13 @@ def _pin(project: Path, upstream: Upstream, sha: str) -> None:
 def _killed(project: Path, step: str, *args: str, env: dict[str, str] | None = None) -> fixtures.Run:
     run = scons(project, *args, env={"ANIRA_FAULT": f"kill-after:{step}", **(env or {})})
     assert run.returncode == -signal.SIGKILL, f"the run was not killed after {step}:\n{run}"
+    _nothing_runs(project)
     return run
+
+
+def _nothing_runs(root: Path) -> None:
+    left = survivors.wait_gone(root, hang_guard_s=60)  # a hang guard: each exit is an event
+    assert left == [], "the killed run goes on:\n" + "\n".join(map(str, left))
 
 
 # --------------------------------------------------------------------------- kill -9
@@ -135,7 +143,7 @@ def test_kill_9_after_a_step_of_a_run_with_another_patch(project_factory, step):
     _up_to_date(project, GPU_LEG)
 
 
-def test_kill_9_during_a_build_kills_its_children(project_factory):
+def test_kill_9_during_a_build_kills_its_children(project_factory, tmp_path, leftovers):
     """The upstream build (and whatever it started) dies with scons, even on kill -9."""
     project = project_factory(fixsrc_rows=GPU_ROWS, fixbin=False)
     sleeping = project / f"build/legs/{GPU_LEG}/work/Release/SLEEPING"
@@ -148,24 +156,62 @@ def test_kill_9_during_a_build_kills_its_children(project_factory):
             assert child.poll() is None and time.monotonic() < deadline, "the build never reached its sleep"
             time.sleep(0.05)
         build_py = int(sleeping.read_text())
+        assert build_py in [s.pid for s in survivors.survivors(tmp_path)]
         child.kill()  # SIGKILL to scons alone, not its process group
         child.wait(timeout=30)
-        deadline = time.monotonic() + 120
-        while _alive(build_py):
-            assert time.monotonic() < deadline, f"build.py (pid {build_py}) outlived the killed scons"
-            time.sleep(0.05)
+        _nothing_runs(tmp_path)
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
 
 
-def _alive(pid: int) -> bool:
+def _open_for_writing_once_read(fifo: Path, process: subprocess.Popen, log: Path) -> int:
+    """The FIFO's write end, once a reader has opened it (the compiler, blocked on it): a
+    non-blocking open fails until then."""
+    deadline = time.monotonic() + 1800  # a hang guard only: CI may be busy
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as error:
+            if error.errno != errno.ENXIO:
+                raise
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+
+
+def test_kill_9_of_the_process_group_during_a_compile_leaves_no_cmake_ninja_or_compiler(project_factory, tmp_path,
+                                                                                       leftovers):
+    """The real LibTorch leg's case on the fixture: `kill -9 -<pgid>` of scons while Ninja runs
+    the compiler once left `cmake --build`, `ninja` and `cc1` running, re-parented to init, in
+    the group the supervisor had made for them. The compiler here reads a FIFO (`-include`,
+    through CMAKE_C_COMPILER_LAUNCHER), so the compile is in progress whatever the machine's
+    speed, and would go on once the FIFO is closed. Only the build's own sources read it, not
+    CMake's compiler checks: the compile is one of `cmake --build`."""
+    project = project_factory(fixsrc_rows=GPU_ROWS, fixbin=False)
+    fifo, launcher, log = tmp_path / "header.fifo", tmp_path / "cc-launcher", tmp_path / "scons.log"
+    os.mkfifo(fifo)
+    launcher.write_text(f'#!/bin/sh\ncase "$*" in */src/util.c*) exec "$@" -include {fifo};; esac\nexec "$@"\n')
+    launcher.chmod(0o755)
+    with open(log, "w") as output:
+        child = subprocess.Popen(fixtures.scons_argv(GPU_LEG), cwd=project, start_new_session=True,
+                                 env=fixtures.child_env({"CMAKE_C_COMPILER_LAUNCHER": str(launcher)}),
+                                 stdout=output, stderr=subprocess.STDOUT)
+    writer = -1
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ", 1)[1][0] != "Z"  # a zombie has exited
-    except FileNotFoundError:
-        return False
+        writer = _open_for_writing_once_read(fifo, child, log)
+        running = survivors.survivors(tmp_path)
+        assert {"cmake", "ninja", "cc1"} <= {s.name for s in running}, running
+        assert any(s.name == "cmake" and " --build " in s.argv for s in running), running
+        os.killpg(child.pid, signal.SIGKILL)  # scons's whole group, as `kill -9 -<pgid>`
+        child.wait(timeout=30)
+        _nothing_runs(tmp_path)
+    finally:
+        if writer >= 0:
+            os.close(writer)
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
 
 
 # --------------------------------------------------------------------------- one tree, two runs
@@ -179,7 +225,7 @@ def _wait_for(condition, process: subprocess.Popen, log: Path) -> None:
         time.sleep(0.05)
 
 
-def test_two_concurrent_runs_in_one_tree(project_factory):
+def test_two_concurrent_runs_in_one_tree(project_factory, leftovers):
     project = project_factory(fixsrc_rows=GPU_ROWS, fixbin=False)
     reference = project_factory("reference", fixsrc_rows=GPU_ROWS, fixbin=False)
     _ok(scons(reference, GPU_LEG))

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import fixtures
+import survivors
 from fixtures import FIXBIN_LEG_IDS, FIXSRC_LEG_IDS, LegRow, fixbin_archive, fixsrc_archive, scons
 
 ALL = ("engine=fixsrc,fixbin", "flavor=all")
@@ -302,10 +303,11 @@ class DistWatcher(threading.Thread):
                 self.problems.append(f"{name}: {error}")
 
 
-def test_kill_during_build_then_rerun(project_factory, tmp_path):
+def test_kill_during_build_then_rerun(project_factory, tmp_path, leftovers):
     """No timing assumption: the gpu build sleeps until it is killed, the wait for it ends
     when it sleeps or scons exits (or hangs), and scons's output goes to a file (a pipe
-    nobody reads can fill and stop it)."""
+    nobody reads can fill and stop it). Nothing of the killed run may go on running: the
+    sleeping build.py (a day long) once did, for as long as the machine ran."""
     project = project_factory(fixsrc_rows=SMALL_ROWS, fixbin=False)
     args = ("engine=fixsrc", "flavor=all")
     allowed = {fixsrc_archive(leg) + s for leg in SMALL_IDS for s in ("", ".sha256", ".json")}
@@ -328,6 +330,7 @@ def test_kill_during_build_then_rerun(project_factory, tmp_path):
             time.sleep(0.05)
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
+        left = survivors.wait_gone(tmp_path, hang_guard_s=60)
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
@@ -335,6 +338,7 @@ def test_kill_during_build_then_rerun(project_factory, tmp_path):
         watcher.stop.set()
         watcher.join()
     assert child.returncode == -signal.SIGKILL
+    assert left == [], "the killed run goes on:\n" + "\n".join(map(str, left))
     assert watcher.problems == []
     assert set(os.listdir(dist)) <= allowed
     assert fixsrc_archive(GPU_LEG) not in os.listdir(dist), "the killed leg published nothing"

@@ -8,6 +8,7 @@ import json
 import os
 import threading
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Iterator
@@ -265,7 +266,7 @@ def test_a_bad_release_location_names_the_syntax(location: str) -> None:
 
 def test_a_half_uploaded_asset_is_deleted_and_uploaded_again(github: FakeGitHub, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(github_api, "ATTEMPTS", 2)
+    monkeypatch.setattr(github_api, "LIMITS", replace(github_api.LIMITS, attempts=2))
     store = _github_store(github)
     store.client.sleep = lambda seconds: None
     github.break_upload = {f"{KEY}-{ARCHIVE}"}  # GitHub answers 502 and keeps an asset in state `starter`
@@ -431,12 +432,16 @@ def http(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     thread.start()
     state.base = f"http://127.0.0.1:{server.server_port}/cache"
     # Small numbers, with wide margins: what trips them is 100 times below or above them.
-    for name, value in {"CONNECT_TIMEOUT": 5.0, "READ_TIMEOUT": 5.0, "RATE_WINDOW": 0.2, "BACKOFF": 0.01}.items():
-        monkeypatch.setattr(binary_cache, name, value)
+    _limits(monkeypatch, connect_s=5.0, answer_s=5.0, read_s=5.0, rate_window_s=0.2, backoff_s=0.01)
     yield state
     state.stop.set()
     server.shutdown()
     server.server_close()
+
+
+def _limits(monkeypatch: pytest.MonkeyPatch, **changes: object) -> None:
+    """The HTTP store's limits, changed for the stores made next."""
+    monkeypatch.setattr(binary_cache, "LIMITS", replace(binary_cache.LIMITS, **changes))
 
 
 def _temps(where: Path) -> list[str]:
@@ -463,7 +468,7 @@ def test_a_slow_trickle_is_given_up_in_bounded_time(http: Server, tmp_path: Path
                 return
 
     http.respond = trickle
-    monkeypatch.setattr(binary_cache, "ATTEMPTS", 2)
+    _limits(monkeypatch, attempts=2)
     store, started = HttpStore(http.base), time.monotonic()
     with pytest.raises(CacheError, match=rf"{http.base}: GET {KEY}/{ARCHIVE}\.json: slower than 64 KiB per "
                                          r"0\.2 s .*\(2 attempts\)"):
@@ -513,7 +518,7 @@ def test_a_refused_connection_is_retried_with_backoff_then_a_cache_error(tmp_pat
     pauses: list[float] = []
     monkeypatch.setattr(binary_cache, "sleep", pauses.append)
     store = HttpStore(f"http://127.0.0.1:{port}/cache")
-    with pytest.raises(CacheError, match=r"cannot connect \(Connection refused\) \(3 attempts\); not used"):
+    with pytest.raises(CacheError, match=r"its host refuses connections \(3 attempts\); not used"):
         store.fetch(KEY, ARCHIVE, tmp_path / "got")
     assert pauses == [1.0, 2.0]
     with pytest.raises(CacheError, match="not tried"):
@@ -526,16 +531,15 @@ def test_a_body_cut_short_leaves_no_temp(http: Server, tmp_path: Path, monkeypat
         handler.close_connection = True
 
     http.respond = short
-    monkeypatch.setattr(binary_cache, "ATTEMPTS", 1)
-    with pytest.raises(CacheError, match=r"the connection broke .*\(1 attempts\)"):
+    _limits(monkeypatch, attempts=1)
+    with pytest.raises(CacheError, match=r"the connection broke .*\(1 attempt\)"):
         HttpStore(http.base).fetch(KEY, ARCHIVE, tmp_path / "got")
     assert (tmp_path / "got").is_dir() and _temps(tmp_path / "got") == []
 
 
 def test_a_large_body_prints_progress(http: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(binary_cache, "PROGRESS_SIZE", 100_000)
-    monkeypatch.setattr(binary_cache, "PROGRESS_EVERY", 0.0)
+    _limits(monkeypatch, progress_bytes=100_000, progress_every_s=0.0)
     store = HttpStore(http.base)
     files = _entry(tmp_path / "dist", b"PK" + b"x" * 300_000)
     store.put(KEY, files)
@@ -559,10 +563,10 @@ def test_a_wait_for_the_store_is_said(http: Server, tmp_path: Path, monkeypatch:
         _send(handler, 404)
 
     monkeypatch.setattr(binary_cache, "warn", record)
-    monkeypatch.setattr(binary_cache, "WAIT_NOTICE", 0.0)
+    _limits(monkeypatch, notice_s=0.0)
     http.respond = after_the_notice
     assert not HttpStore(http.base).fetch(KEY, ARCHIVE, tmp_path / "got")
-    assert said == [f"waiting for {http.base} (GET {KEY}/{ARCHIVE}.json): no answer for 0 s (given up after 5 s)"]
+    assert said == [f"{http.base}: GET {KEY}/{ARCHIVE}.json: waiting, no answer for 0 s (given up after 5 s)"]
 
 
 def test_a_store_refusing_writes_is_read_only(http: Server, tmp_path: Path) -> None:

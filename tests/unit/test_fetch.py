@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import re
 import socket
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
@@ -95,9 +94,9 @@ def origin() -> Iterator[Origin]:
     thread.join(timeout=5)
 
 
-def settings(tmp_path: Path, **overrides: object) -> FetchSettings:
-    values: dict[str, object] = dict(cache_dir=tmp_path / "cache", retries=3, backoff_s=0.01,
-                                     timeout_s=5, progress=False)
+def settings(tmp_path: Path, attempts: int = 4, backoff_s: float = 0.01, **overrides: object) -> FetchSettings:
+    limits = replace(fetch_module.LIMITS, attempts=attempts, backoff_s=backoff_s, answer_s=5, read_s=5)
+    values: dict[str, object] = dict(cache_dir=tmp_path / "cache", limits=limits)
     values.update(overrides)
     return FetchSettings(**values)  # type: ignore[arg-type]
 
@@ -160,7 +159,7 @@ def test_a_refused_connection_fails_at_once_naming_the_ways_around(tmp_path: Pat
     message = str(error.value)
     assert "its host refuses connections" in message and url in message
     assert all(hint in message for hint in ("offline=1", "origin=", "mirror=", "cache="))
-    assert "retrying" not in capsys.readouterr().err
+    assert "trying again" not in capsys.readouterr().err
 
 
 def test_a_name_that_does_not_resolve_fails_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -175,7 +174,7 @@ def test_a_name_that_does_not_resolve_fails_at_once(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(requests.Session, "get", unresolvable)
     with pytest.raises(FetchError, match="its host name does not resolve; without network"):
         fetch(Download("https://nowhere.invalid/x.tgz", "x.tgz", "a" * 64), settings(tmp_path, backoff_s=10))
-    assert "retrying" not in capsys.readouterr().err
+    assert "trying again" not in capsys.readouterr().err
 
 
 def test_5xx_is_retried_then_succeeds(origin: Origin, tmp_path: Path) -> None:
@@ -192,7 +191,7 @@ def test_retries_are_bounded(origin: Origin, tmp_path: Path) -> None:
     origin.failures_left["down.tgz"] = 100
     with pytest.raises(FetchError, match="giving up after 3 failed attempts"):
         fetch(Download(origin.url("fail", "down.tgz"), "down.tgz", sha(b"never")),
-              settings(tmp_path, retries=2))
+              settings(tmp_path, attempts=3))
     assert len(origin.requests) == 3
 
 
@@ -351,16 +350,16 @@ def test_concurrent_fetches_of_one_url_share_the_download(origin: Origin, tmp_pa
     assert len(origin.requests) == 1
 
 
-def test_progress_lines_when_not_a_tty() -> None:
-    stream = io.StringIO()
-    progress = fetch_module._Progress("big.bin", 100 << 20, 0, True, stream=stream)
-    for received in range(0, (100 << 20) + 1, 1 << 20):
-        progress.update(received)
-    progress.finish()
-    lines = stream.getvalue().splitlines()
-    assert len(lines) == 10
-    assert lines[0] == "fetch big.bin: 10.5/104.9 MB 10%"
-    assert lines[-1] == "fetch big.bin: 104.9/104.9 MB 100%"
-    quiet = io.StringIO()
-    fetch_module._Progress("small.bin", 1 << 20, 0, True, stream=quiet).update(1 << 20)
-    assert quiet.getvalue() == ""
+def test_a_large_download_says_how_far_it_got(origin: Origin, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    data = os.urandom(300_000)
+    origin.files["big.bin"] = data
+    limits = replace(fetch_module.LIMITS, progress_bytes=100_000, progress_every_s=0.0)
+    fetch(Download(origin.url("files", "big.bin"), "big.bin", sha(data)), settings(tmp_path, limits=limits))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(re.fullmatch(r"fetch big\.bin: [0-9.]+ MB of 0\.3 MB \([0-9]+ %\), [0-9.]+ MB/s", line)
+                         for line in lines), lines
+    assert lines[-1].startswith("fetch big.bin: 0.3 MB of 0.3 MB (100 %)")
+    origin.files["small.bin"] = b"small"
+    fetch(Download(origin.url("files", "small.bin"), "small.bin", sha(b"small")), settings(tmp_path, limits=limits))
+    assert capsys.readouterr().err == ""  # under progress_bytes: quiet

@@ -5,6 +5,7 @@ or not as stored) and None (cannot be told now: the step is left as it is)."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
@@ -69,7 +70,7 @@ def heads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Heads]:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     state.base = f"http://127.0.0.1:{server.server_port}/cache"
-    monkeypatch.setattr(binary_cache, "BACKOFF", 0.01)
+    monkeypatch.setattr(binary_cache, "LIMITS", replace(binary_cache.LIMITS, backoff_s=0.01))
     yield state
     server.shutdown()
     server.server_close()

@@ -1,6 +1,10 @@
-"""The supervisor every upstream command runs under on Linux: a killed or failed run ends the
-command's whole process tree, grandchildren in sessions and process groups of their own
-included; a successful one leaves only the daemons that left its session."""
+"""The supervisor every upstream command runs under on Linux (containment.py starts it): a
+killed or failed run ends the command's whole process tree, grandchildren in sessions and
+process groups of their own included, whatever killed the run: a kill -9 of scons alone, of
+its whole process group, of the supervisor's watch, a SIGTERM, Ctrl-C. A successful command
+leaves only the daemons that left its session. After each kill, nothing of the tree may run
+(tests/survivors.py finds every process of the test by its directory), and the `leftovers`
+fixture ends whatever a failing test left."""
 from __future__ import annotations
 
 import os
@@ -8,16 +12,18 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="the supervisor is Linux's (run.py uses process groups elsewhere)")
+import survivors
 
-SUPERVISOR = Path(__file__).resolve().parents[2] / "site_scons/backends/supervise.py"
-TIMEOUT = 30.0
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the supervisor's Linux path (macOS: kqueue, in CI; Windows: a Job Object)")
+
+SITE_SCONS = Path(__file__).resolve().parents[2] / "site_scons"
+SUPERVISOR = SITE_SCONS / "backends/supervise.py"
+TIMEOUT = 30.0  # hang guards only
 
 # The command: starts a daemon (setsid, as the Bazel client starts its server) and a straggler
 # in a process group of its own (as Ninja starts its jobs), records both pids, then waits or
@@ -36,24 +42,40 @@ if sys.argv[2] == "wait":
 sys.exit(int(sys.argv[2]))
 """
 
-# The build that starts the supervisor (scons), with its own pid as --parent.
-PARENT = """\
-import os, subprocess, sys
-sys.exit(subprocess.call([sys.executable, "-I", sys.argv[1], "--parent", str(os.getpid()), "--", *sys.argv[2:]]))
+# The build (scons), starting the command as the runner does, through containment.spawn.
+BUILD = """\
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from backends import containment
+child = containment.spawn(sys.argv[2:], env=dict(__import__("os").environ), cwd=Path.cwd())
+sys.stdout.buffer.write(child.stdout.read())
+sys.exit(child.wait())
 """
 
 
 class Tree:
-    """The command's daemon and straggler, killed after the test whatever happened."""
+    """The command's daemon and straggler, and every process of the test (its directory is in
+    their environment)."""
 
     def __init__(self, tmp_path: Path) -> None:
+        self.root = tmp_path
         self.script = tmp_path / "command.py"
         self.script.write_text(COMMAND)
         self.pidfile = tmp_path / "pids"
+        self.env = {**os.environ, "ANIRA_TEST_DIR": str(tmp_path)}
         self.daemon = self.straggler = 0
 
     def command(self, mode: str) -> list[str]:
         return [sys.executable, str(self.script), str(self.pidfile), mode]
+
+    def build(self, mode: str, **options: object) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", BUILD, str(SITE_SCONS), *self.command(mode)], env=self.env,
+                                **options)  # type: ignore[call-overload]
+
+    def supervise(self, mode: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-I", str(SUPERVISOR), "--parent", str(os.getpid()), "--",
+                                 *self.command(mode)], env=self.env)
 
     def started(self, runner: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + TIMEOUT
@@ -63,77 +85,108 @@ class Tree:
             time.sleep(0.05)
         self.daemon, self.straggler = map(int, self.pidfile.read_text().split())
 
-    def cleanup(self) -> None:
-        for pid in (self.daemon, self.straggler):
-            if pid and _running(pid):
-                os.kill(pid, signal.SIGKILL)
+    def assert_all_gone(self) -> None:
+        left = survivors.wait_gone(self.root, TIMEOUT)
+        assert left == [], "still running:\n" + "\n".join(map(str, left))
+
+    def guard(self) -> survivors.Survivor:
+        """The supervisor's process that leads a process group: the guard (the watch is in the
+        build's group)."""
+        [found] = [s for s in survivors.survivors(self.root) if "supervise.py" in s.argv and os.getpgid(s.pid) == s.pid]
+        return found
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Iterator[Tree]:
-    made = Tree(tmp_path)
-    yield made
-    made.cleanup()
+def tree(tmp_path: Path, leftovers: None) -> Tree:
+    return Tree(tmp_path)
 
 
-def _supervise(command: list[str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-I", str(SUPERVISOR), "--parent", str(os.getpid()), "--", *command])
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(") ", 1)[1][0] not in "ZX"
-    except FileNotFoundError:
-        return False
-
-
-def _assert_gone(*pids: int) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while any(_running(pid) for pid in pids):
-        alive = [pid for pid in pids if _running(pid)]
-        assert time.monotonic() < deadline, f"still running after {TIMEOUT:.0f} s: {alive}"
-        time.sleep(0.05)
+def _reaped(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.kill()
+    process.wait()
 
 
 def test_kill_9_of_the_build_ends_the_whole_tree(tree: Tree) -> None:
-    build = subprocess.Popen([sys.executable, "-c", PARENT, str(SUPERVISOR), *tree.command("wait")])
+    build = tree.build("wait")
     try:
         tree.started(build)
-        build.kill()
+        build.kill()  # scons alone
         build.wait()
-        _assert_gone(tree.daemon, tree.straggler)
+        tree.assert_all_gone()
     finally:
-        if build.poll() is None:
-            build.kill()
-            build.wait()
+        _reaped(build)
 
 
-def test_sigterm_to_the_supervisor_ends_the_whole_tree(tree: Tree) -> None:
-    supervisor = _supervise(tree.command("wait"))
+def test_kill_9_of_the_builds_process_group_ends_the_whole_tree(tree: Tree) -> None:
+    """`kill -9 -<pgid>` takes scons and the supervisor's watch at once; the guard is in no
+    group of theirs, and ends the tree when the watch is gone."""
+    build = tree.build("wait", start_new_session=True)
     try:
-        tree.started(supervisor)
-        supervisor.terminate()
-        assert supervisor.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM
-        _assert_gone(tree.daemon, tree.straggler)
+        tree.started(build)
+        guard = tree.guard()
+        assert os.getpgid(guard.pid) != os.getpgid(build.pid)
+        os.killpg(build.pid, signal.SIGKILL)
+        build.wait()
+        tree.assert_all_gone()
     finally:
-        if supervisor.poll() is None:
-            supervisor.kill()
-            supervisor.wait()
+        _reaped(build)
+
+
+def test_ctrl_c_of_the_builds_process_group_ends_the_whole_tree(tree: Tree) -> None:
+    """A terminal signals the foreground group: the watch is in it, and has the guard stop."""
+    build = tree.build("wait", start_new_session=True, stderr=subprocess.DEVNULL)
+    try:
+        tree.started(build)
+        os.killpg(build.pid, signal.SIGINT)
+        build.wait(timeout=TIMEOUT)
+        tree.assert_all_gone()
+    finally:
+        _reaped(build)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "kill -9"])
+def test_a_signal_to_the_supervisor_ends_the_whole_tree(tree: Tree, signum: int) -> None:
+    """SIGTERM: the watch has the guard end the tree before it exits; kill -9 of the watch
+    alone: the guard sees it gone."""
+    watch = tree.supervise("wait")
+    try:
+        tree.started(watch)
+        watch.send_signal(signum)
+        returncode = watch.wait(timeout=TIMEOUT)
+        if signum == signal.SIGTERM:
+            assert returncode == 128 + signal.SIGTERM
+            assert survivors.survivors(tree.root) == []
+        tree.assert_all_gone()
+    finally:
+        _reaped(watch)
 
 
 def test_a_failed_command_ends_the_whole_tree_before_the_supervisor_exits(tree: Tree) -> None:
-    supervisor = _supervise(tree.command("3"))
-    assert supervisor.wait(timeout=TIMEOUT) == 3
-    tree.started(supervisor)
-    assert not _running(tree.daemon) and not _running(tree.straggler)
+    watch = tree.supervise("3")
+    assert watch.wait(timeout=TIMEOUT) == 3
+    tree.started(watch)
+    assert survivors.survivors(tree.root) == []
 
 
 def test_a_successful_command_leaves_its_daemons_but_not_its_stragglers(tree: Tree) -> None:
     """A Bazel server (setsid) stays warm for the next command; a process that did not leave
-    the session would hold the log pipe open."""
-    supervisor = _supervise(tree.command("0"))
-    assert supervisor.wait(timeout=TIMEOUT) == 0
-    tree.started(supervisor)
-    assert not _running(tree.straggler)
-    assert _running(tree.daemon)
+    the session would hold the log pipe open. (`leftovers` would fail the test for the daemon:
+    it is killed here.)"""
+    watch = tree.supervise("0")
+    assert watch.wait(timeout=TIMEOUT) == 0
+    tree.started(watch)
+    assert [s.pid for s in survivors.survivors(tree.root)] == [tree.daemon]
+    os.kill(tree.daemon, signal.SIGKILL)
+
+
+def test_a_usage_error_is_said(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-I", str(SUPERVISOR), "--parent", "x", "--", "true"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("usage: supervise.py --parent PID -- argv")
+
+
+def test_a_command_that_cannot_start_is_said(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-I", str(SUPERVISOR), "--parent", str(os.getpid()), "--",
+                           str(tmp_path / "missing")], capture_output=True, text=True)
+    assert done.returncode == 127 and "cannot start" in done.stderr and "missing" in done.stderr

@@ -35,9 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import requests
-
 from backends.steps.files import atomic_write_bytes
+from backends.util import http
 
 EXTENSION = "GL_EXT_integer_dot_product"
 # Valid GLSL 450: the extension applies to #version 450 and up, and dotPacked4x8EXT(uint,
@@ -264,23 +263,38 @@ def execute(step: Step) -> None:
             raise ProbeError(f"`{step}` failed with exit code {completed.returncode}")
 
 
+# The Vulkan SDK's tarball is about 300 MB; a server sending more is refused before it fills the disk.
+FETCH_CAP = http.Cap(2 * 1024**3, "the limit for the Vulkan SDK's tarball")
+
+
 def _download(step: Fetch) -> None:
-    """Streamed to a temporary name, hashed on the way, renamed only when the sha256 matches."""
+    """Streamed to a temporary name through the project's HTTP client (bounded in time and size,
+    never decoded), hashed on the way, renamed only when the sha256 matches."""
     partial = step.dest.with_name(step.dest.name + ".part")
-    digest = hashlib.sha256()
-    try:
-        with requests.get(step.url, stream=True, timeout=60) as response:
-            response.raise_for_status()
+
+    def attempt() -> str:
+        digest = hashlib.sha256()
+        with client.open("GET", step.url, what=str(step)) as answer:
+            if answer.status != 200:
+                raise ProbeError(f"{step} failed: HTTP {answer.status}")
             with partial.open("wb") as handle:
-                for chunk in response.iter_content(1 << 20):
+                for chunk in answer.chunks(FETCH_CAP):
                     digest.update(chunk)
                     handle.write(chunk)
-    except (requests.RequestException, OSError) as error:
+        return digest.hexdigest()
+
+    try:
+        with http.Client() as client:
+            actual = client.retrying(str(step), attempt)
+    except ProbeError:
+        partial.unlink(missing_ok=True)
+        raise
+    except (http.HttpError, OSError) as error:
         partial.unlink(missing_ok=True)
         raise ProbeError(f"{step} failed: {error}") from None
-    if digest.hexdigest() != step.sha256:
+    if actual != step.sha256:
         partial.unlink()
-        raise ProbeError(f"{step.url} has sha256 {digest.hexdigest()}, not the pinned {step.sha256}: not installed")
+        raise ProbeError(f"{step.url} has sha256 {actual}, not the pinned {step.sha256}: not installed")
     partial.replace(step.dest)
 
 

@@ -10,7 +10,9 @@ Layout under `FetchSettings.cache_dir`:
 
 Origins are tried in order: each mirror (a directory, or an http(s)/file URL prefix, as
 `<mirror>/<filename>`), then the upstream URL. A pinned sha256 that is already in the
-cache never touches the network; `offline=True` never touches it at all.
+cache never touches the network; `offline=True` never touches it at all. HTTP goes through
+the project's one client (util/http.py): resumed with Range, bounded in time, read as sent
+(never decoded), and refused past `max_bytes`.
 
 A cache entry is re-hashed whenever it is looked up (a fetch step runs only when something
 changed, so null builds never pay for it): an entry altered in place, even to other bytes
@@ -21,25 +23,24 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import socket
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, IO, Iterator
-
-# requests takes ~0.1 s to import: it is imported where a transfer happens, so a null build,
-# plan=1 or list never pays for it.
-if TYPE_CHECKING:
-    import requests
+from typing import Iterator
 
 from ..locations import UnsupportedLocation, locate
 from ..locks import FileLock
+from ..util import http
 from .files import CHUNK_SIZE, sha256_file, write_json
 
-PROGRESS_THRESHOLD = 8 << 20
 USER_AGENT = "anira-backends-fetch"
+# Each download is tried 5 times, a resumed one as long as it advances (the HTTP client's
+# other limits: util/http.py).
+LIMITS = http.Limits(attempts=5)
+# No upstream input is near this size (the largest, LibTorch's CUDA zips, are a few GB): a
+# server announcing or sending more is refused before it fills the disk.
+MAX_DOWNLOAD_BYTES = 16 * 1024**3
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -68,10 +69,8 @@ class FetchSettings:
     mirrors: tuple[str, ...] = ()
     offline: bool = False
     lock: bool = False
-    retries: int = 4
-    backoff_s: float = 1.0
-    timeout_s: float = 60
-    progress: bool = True
+    limits: http.Limits = LIMITS
+    max_bytes: int = MAX_DOWNLOAD_BYTES
 
 
 @dataclass(frozen=True)
@@ -178,10 +177,6 @@ def _ingest_local(source: Path, download: Download, pin: str | None, cache: _Cac
 # --- HTTP origins ----------------------------------------------------------------------
 
 
-class _Retryable(Exception):
-    """A transient failure (connection, timeout, 5xx, short body): retry with backoff."""
-
-
 def _download(url: str, download: Download, pin: str | None, cache: _Cache,
               settings: FetchSettings) -> Fetched:
     part = cache.partial_path(url)
@@ -189,7 +184,7 @@ def _download(url: str, download: Download, pin: str | None, cache: _Cache,
         # Another thread or process may have finished the same file while we waited.
         if pin is not None and (hit := cache.lookup(pin, download.filename)) is not None:
             return Fetched(hit, pin, str(hit))
-        actual = _transfer_with_retries(url, part, download.filename, settings)
+        actual = _transfer(url, part, download.filename, settings)
         if pin is not None and actual != pin:
             part.unlink(missing_ok=True)
             raise _mismatch(url, pin, actual)
@@ -197,113 +192,74 @@ def _download(url: str, download: Download, pin: str | None, cache: _Cache,
     return Fetched(path, actual, url)
 
 
-def _transfer_with_retries(url: str, part: Path, label: str, settings: FetchSettings) -> str:
-    """Download `url` into `part` (resuming what is there); return the sha256 of the whole."""
-    import requests
+def _transfer(url: str, part: Path, label: str, settings: FetchSettings) -> str:
+    """Download `url` into `part` (resuming what is there); return the sha256 of the whole.
+    An attempt that made progress starts a fresh count of attempts: resuming a big file over a
+    flaky link should not give up while it advances."""
+    held = [0]
 
-    failures = 0
-    with requests.Session() as session:
-        while True:
-            size_before = _size_or_zero(part)
-            try:
-                return _transfer_once(session, url, part, label, settings)
-            except _Retryable as error:
-                # An attempt that made progress starts a fresh retry budget: resuming a
-                # big file over a flaky link should not give up while it advances.
-                failures = 1 if _size_or_zero(part) > size_before else failures + 1
-                if failures > settings.retries:
-                    raise _OriginUnavailable(
-                        f"{url}: giving up after {failures} failed attempts: {error}; "
-                        f"check the network or the URL, or use a mirror"
-                    ) from None
-                delay = settings.backoff_s * 2 ** (failures - 1)
-                print(f"fetch {label}: {error}; retrying in {delay:g} s", file=sys.stderr)
-                time.sleep(delay)
+    def attempt() -> str:
+        held[0] = _size_or_zero(part)
+        return _transfer_once(client, url, part, label, settings)
+
+    with http.Client(settings.limits, headers={"User-Agent": USER_AGENT}) as client:
+        try:
+            return client.retrying(f"fetch {label}", attempt, kept=lambda: _size_or_zero(part) > held[0])
+        except http.Transient as error:
+            raise _OriginUnavailable(f"{url}: giving up after {error.attempts} failed attempts: {error}; "
+                                     "check the network or the URL, or use a mirror") from None
 
 
-def _transfer_once(session: requests.Session, url: str, part: Path, label: str,
-                   settings: FetchSettings) -> str:
-    import requests
-
+def _transfer_once(client: http.Client, url: str, part: Path, label: str, settings: FetchSettings) -> str:
     offset = _size_or_zero(part)
-    # identity: the bytes on disk must be the published bytes, and Range offsets count them.
-    headers = {"Accept-Encoding": "identity", "User-Agent": USER_AGENT}
-    if offset:
-        headers["Range"] = f"bytes={offset}-"
     try:
-        with session.get(url, headers=headers, stream=True, timeout=settings.timeout_s) as response:
-            status = response.status_code
-            if status == 416 and offset:
-                part.unlink()
-                raise _Retryable("the server refused to resume (HTTP 416); restarting")
-            if status >= 500 or status == 429:
-                raise _Retryable(f"HTTP {status} from {url}")
-            if status >= 400:
-                raise _OriginUnavailable(f"HTTP {status} for {url}")
-            if status == 206 and _content_range_start(response) == offset:
-                mode = "ab"
-            elif status == 200:
-                offset, mode = 0, "wb"  # the server ignored Range: start over
-            else:
-                part.unlink(missing_ok=True)
-                raise _Retryable(f"unexpected HTTP {status} from {url}; restarting")
-            return _stream_body(response, part, mode, offset, label, settings.progress)
-    except (requests.ConnectionError, requests.Timeout,
-            requests.exceptions.ChunkedEncodingError) as error:
-        unreachable = _unreachable(error)
-        if unreachable:  # no retry can help: say so at once, with the ways around the network
-            raise _OriginUnavailable(f"{url}: {unreachable}; {NO_NETWORK_HINT}") from None
-        raise _Retryable(f"{type(error).__name__} for {url}: {error}") from None
+        with client.open("GET", url, what=f"fetch {label}",
+                         headers={"Range": f"bytes={offset}-"} if offset else {}) as answer:
+            mode = _body_mode(answer, part, offset, url)
+            return _stream_body(answer, part, mode, offset if mode == "ab" else 0, settings.max_bytes)
+    except http.Unreachable as error:  # no retry can help: say so at once, with the ways around the network
+        raise _OriginUnavailable(f"{url}: {error}; {NO_NETWORK_HINT}") from None
+    except http.Transient:
+        raise
+    except http.HttpError as error:  # too large, compressed, ...: what it sent is not kept to resume from
+        part.unlink(missing_ok=True)
+        raise _OriginUnavailable(f"{url}: {error}") from None
 
 
 NO_NETWORK_HINT = ("without network, build from what is here: offline=1 (the cache= directory only), origin=<file> "
                    "(a copy of the file), or mirror=<directory or URL> (a place that has it)")
 
 
-def _unreachable(error: BaseException) -> str:
-    """Why the host cannot be reached at all (its name does not resolve, or it refuses the
-    connection), or "" for a failure a retry may get past (a timeout, a dropped link)."""
-    import urllib3.exceptions
-
-    seen: set[int] = set()
-    pending: list[object] = [error]
-    while pending:
-        cause = pending.pop()
-        if cause is None or id(cause) in seen:
-            continue
-        seen.add(id(cause))
-        if isinstance(cause, urllib3.exceptions.NameResolutionError) or (
-                isinstance(cause, OSError) and cause.errno in (socket.EAI_NONAME, socket.EAI_AGAIN, -2, -3)):
-            return "its host name does not resolve"
-        if isinstance(cause, ConnectionRefusedError):
-            return "its host refuses connections"
-        pending += [getattr(cause, "reason", None), cause.__cause__, cause.__context__,
-                    *[arg for arg in getattr(cause, "args", ()) if isinstance(arg, BaseException)]]
-    return ""
+def _body_mode(answer: http.Answer, part: Path, offset: int, url: str) -> str:
+    """How the body is written into `part`: appended to what is there ("ab"), or from the start."""
+    status = answer.status
+    if status == 416 and offset:
+        part.unlink()
+        raise http.Transient("the server refused to resume (HTTP 416); restarting")
+    if status >= 500 or status == 429:
+        raise http.Transient(f"HTTP {status}")
+    if status >= 400:
+        raise _OriginUnavailable(f"HTTP {status} for {url}")
+    if status == 206 and offset and _content_range_start(answer) == offset:
+        return "ab"
+    if status == 200:
+        return "wb"  # the server ignored Range: start over
+    part.unlink(missing_ok=True)
+    raise http.Transient(f"unexpected HTTP {status}; restarting")
 
 
-def _stream_body(response: requests.Response, part: Path, mode: str, offset: int,
-                 label: str, show_progress: bool) -> str:
-    length = response.headers.get("Content-Length")
-    total = offset + int(length) if length is not None and length.isdigit() else None
+def _stream_body(answer: http.Answer, part: Path, mode: str, offset: int, max_bytes: int) -> str:
     digest = _sha256_prefix(part) if mode == "ab" else hashlib.sha256()
-    received = offset
-    progress = _Progress(label, total, received, show_progress)
     part.parent.mkdir(parents=True, exist_ok=True)
     with open(part, mode) as out:
-        for chunk in response.iter_content(CHUNK_SIZE):
+        for chunk in answer.chunks(http.Cap(max_bytes, "the limit for one download"), offset):
             out.write(chunk)
             digest.update(chunk)
-            received += len(chunk)
-            progress.update(received)
-    progress.finish()
-    if total is not None and received != total:
-        raise _Retryable(f"connection closed after {received} of {total} bytes")
     return digest.hexdigest()
 
 
-def _content_range_start(response: requests.Response) -> int | None:
-    match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
+def _content_range_start(answer: http.Answer) -> int | None:
+    match = re.match(r"bytes (\d+)-", answer.headers.get("Content-Range", ""))
     return int(match.group(1)) if match else None
 
 
@@ -320,48 +276,6 @@ def _size_or_zero(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
-
-
-class _Progress:
-    """One status line for files over PROGRESS_THRESHOLD: in place on a TTY, else per 10 %."""
-
-    def __init__(self, label: str, total: int | None, start: int, enabled: bool,
-                 stream: IO[str] | None = None) -> None:
-        self.label = label
-        self.total = total
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = enabled and total is not None and total > PROGRESS_THRESHOLD
-        self.tty = self.enabled and self.stream.isatty()
-        self.last_tenth = self._tenth(start)
-        self.last_draw = 0.0
-        self.shown = False
-
-    def _tenth(self, received: int) -> int:
-        return received * 10 // self.total if self.total else 0
-
-    def _line(self, received: int) -> str:
-        assert self.total is not None
-        return (f"fetch {self.label}: {received / 1e6:.1f}/{self.total / 1e6:.1f} MB "
-                f"{received * 100 // self.total}%")
-
-    def update(self, received: int) -> None:
-        if not self.enabled:
-            return
-        if self.tty:
-            now = time.monotonic()
-            if now - self.last_draw >= 0.1 or received == self.total:
-                self.stream.write("\r" + self._line(received))
-                self.stream.flush()
-                self.last_draw, self.shown = now, True
-        elif (tenth := self._tenth(received)) > self.last_tenth:
-            self.last_tenth = tenth
-            self.stream.write(self._line(received) + "\n")
-            self.stream.flush()
-
-    def finish(self) -> None:
-        if self.tty and self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 # --- the cache -------------------------------------------------------------------------
