@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "site_scons"))
 
 import fixtures  # noqa: E402
-from backends.cache_trust import keygen  # noqa: E402
+from backends.cache.trust import keygen
 
 DONE = re.compile(r"^\[(\w+)\] (\S+) done in ([0-9.]+) s$")
 ARGS = ("engine=fixsrc,fixbin", "flavor=all")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark: what a push to `main` costs in runner jobs and GitHub API requests, now that the
-plan job resolves binary cache hits. Prints numbers; asserts nothing (tests/unit/test_ci_cost.py
+plan job resolves binary cache hits. Prints numbers; asserts nothing (tests/unit/ci/test_ci_cost.py
 holds them to the targets).
 
     python3 bench/ci_cost.py
@@ -21,7 +21,7 @@ runs it) is run against the fake API, and what the run then does is replayed aga
 runner job's lookup and store (the real store code), each aggregate's restore of its hit
 inputs (the real fetches), and the aggregates' `gh run download` of their built inputs
 (modelled: a listing page per 100 artifacts and a download per input, as
-tests/unit/test_api_budget.py counts them). Runner jobs are counted per OS, the `changes`
+tests/unit/ci/test_api_budget.py counts them). Runner jobs are counted per OS, the `changes`
 and `plan` jobs among the Linux ones. Each scenario ends with exactly one line:
 
     ci-cost <scenario>: jobs macos=<n> windows=<n> linux=<n> api_requests=<n>
@@ -48,16 +48,17 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "site_scons"))
 
 import gha  # noqa: E402
-from backends import github as github_api  # noqa: E402
+from backends.util import github as github_api
 from binaries import stand_in_sbom  # noqa: E402
-from backends.binary_cache import GitHubReleaseStore, store_for  # noqa: E402
-from backends.cache_trust import Signer, keygen, load_signer  # noqa: E402
-from backends.ci_cache import runner_os  # noqa: E402
-from backends.inputs import GIT, collect, unpinned  # noqa: E402
-from backends.lock import bump_version  # noqa: E402
-from backends.model.matrix import load_matrix  # noqa: E402
-from backends.model.recipes import plan_all  # noqa: E402
-from backends.pins import Changes, apply  # noqa: E402
+from backends.cache.release_store import GitHubReleaseStore
+from backends.cache.stores import store_for
+from backends.cache.trust import Signer, keygen, load_signer
+from backends.ci.cache_hits import runner_os
+from backends.commands.lock import bump_version
+from backends.model.matrix import load_matrix
+from backends.model.recipes import plan_all
+from backends.pins.engine_toml import Changes, apply
+from backends.pins.inputs import GIT, collect, unpinned
 from scratch import project_copy  # noqa: E402
 from fake_github import REPO as GITHUB_REPO, TOKEN, FakeGitHub, serve  # noqa: E402
 

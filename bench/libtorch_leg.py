@@ -34,7 +34,7 @@ BASELINE = {"build+install (extract, copy, stage)": 17.78, "package (cmake -E ta
             "smoke (configure+build+test)": 18.71, "null rebuild": 8.58}
 STEP_LINE = re.compile(r"^\[(\w+)\] \S+ done in ([0-9.]+) s$")
 COMMAND_TIME = re.compile(r"^==== \[\S+ smoke (\w+)\] exit code 0 after ([0-9.]+) s$", re.M)
-# The leg's step graph (graph.py): the smoke consumes the stage, publish waits for all three.
+# The leg's step graph (backends/graph/declare.py): the smoke consumes the stage, publish waits for all three.
 PATHS = (("fetch", "extract", "stage", "archive", "verify", "publish"),
          ("fetch", "extract", "stage", "smoke", "publish"))
 SMOKE_CHAIN = ("configure", "compile", "run")

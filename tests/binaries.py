@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from backends import toolchain
+from backends.util import toolchain
 
 
 def _tool(name: str) -> str:
@@ -349,7 +349,7 @@ def stand_in_sbom(archive: str) -> dict[str, object]:
     member's sha256 listed (what the release checks before uploading it beside the archive)."""
     import hashlib
 
-    from backends import sbom
+    from backends.steps import sbom
 
     document = {"spdxVersion": "SPDX-2.3", "name": archive}
     member = f"share/sbom/{archive.removesuffix('.zip')}.spdx.json"

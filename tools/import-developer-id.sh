@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Imports the Developer ID certificate into a keychain of its own for the rest of a macOS job,
-# where codesign finds it (site_scons/backends/sign.py): $DEV_ID_APP_CERT is the base64 .p12,
+# where codesign finds it (site_scons/backends/steps/sign.py): $DEV_ID_APP_CERT is the base64 .p12,
 # $DEV_ID_APP_PWD its password. The commands GitHub documents for Apple certificates on macOS
 # runners, in place of a third-party action in a job that holds the signing secrets.
 set -euo pipefail

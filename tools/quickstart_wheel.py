@@ -123,7 +123,7 @@ def _shorten(text: str, width: int = 200) -> str:
 def misfit(wheel: Path, version: str) -> str:
     """Why `wheel` is no origin of the quick start's leg, judged by its binaries ("<leg>: it is
     ...; it fits <leg>"); "" when it fits."""
-    from backends.model.matrix import load_matrix  # here: a run that finds its wheel judged needs none of it
+    from backends.model.matrix import load_matrix
     from backends.model.recipes import leg_engine, plan_leg
     from backends.steps.checks import origin
 

@@ -6,7 +6,7 @@ leg given with -Leg needs on this machine.
 .DESCRIPTION
 Makes .venv (or uses the active virtual environment) from Python 3.11 or newer and installs
 requirements.txt (requirements-dev.txt with -Dev) into it. For each -Leg, `python -m
-backends.host_setup` works out from the leg's plan what it needs here (docs/setup.md): the
+backends.commands.host_setup` works out from the leg's plan what it needs here (docs/setup.md): the
 MSVC compiler for the leg's target and the Windows SDK, looked up in the Visual Studio
 instances vswhere lists (Build Tools included), the SDK libraries an accelerator links
 (DirectML's d3d12 and dxgi), CMake, Ninja, Git, LLVM and Bazelisk on PATH. This script installs
@@ -86,7 +86,7 @@ if ($Leg.Count -eq 0) { exit 0 }
 # the build's own check give); vswhere is where the Visual Studio Installer keeps it.
 $env:PYTHONPATH = Join-Path $Root 'site_scons'
 $vswhere = Join-Path ${env:ProgramFiles(x86)} 'Microsoft Visual Studio\Installer\vswhere.exe'
-$hostSetup = @('-m', 'backends.host_setup', '--vswhere', $vswhere)
+$hostSetup = @('-m', 'backends.commands.host_setup', '--vswhere', $vswhere)
 foreach ($id in $Leg) { $hostSetup += @('--leg', $id) }
 if (-not $Check) {
     $listed = & $python @hostSetup --missing pip

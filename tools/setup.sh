@@ -3,10 +3,10 @@
 # README's main job uses (apt; on macOS Homebrew, after a check for Xcode's command-line tools)
 # and the Python packages of requirements.txt. With --dev, also what the tests use (more apt
 # packages, requirements-dev.txt). With --leg ID (again for more legs), also what each leg needs
-# on this host, as `python -m backends.host_setup` works it out from the leg's plan
+# on this host, as `python -m backends.commands.host_setup` works it out from the leg's plan
 # (docs/setup.md): the apt or Homebrew packages and the Python packages among it are installed,
 # and the leg's report ends the run, naming anything still missing (exit 1 then). Which package
-# is which is site_scons/backends/host_packages.txt. The Python packages go into the active
+# is which is site_scons/backends/probes/host_packages.txt. The Python packages go into the active
 # virtual environment, else into .venv, created here from $PYTHON (default python3, else the
 # newest python3.1x on PATH; 3.11 or newer). Safe to run again: apt runs only for packages that
 # are missing. Windows: tools/setup.ps1.
@@ -15,7 +15,7 @@
 # and changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PACKAGES_FILE=site_scons/backends/host_packages.txt
+PACKAGES_FILE=site_scons/backends/probes/host_packages.txt
 requirements=requirements.txt
 package_set=main
 check=0
@@ -154,13 +154,13 @@ macos_packages() {
 
 # shellcheck source=tools/venv.sh
 source tools/venv.sh
-# `python -m backends.host_setup` for the --leg legs, deciding for this host as uname names it.
+# `python -m backends.commands.host_setup` for the --leg legs, deciding for this host as uname names it.
 host_setup() {
   local host="" leg arguments=()
   case "$system" in Darwin) host=macos ;; Linux) host=linux ;; esac
   if [ -n "$host" ]; then arguments+=(--host "$host-$(uname -m)"); fi
   for leg in "${legs[@]}"; do arguments+=(--leg "$leg"); done
-  PYTHONPATH=site_scons "$PROJECT_PYTHON" -m backends.host_setup "${arguments[@]}" "$@"
+  PYTHONPATH=site_scons "$PROJECT_PYTHON" -m backends.commands.host_setup "${arguments[@]}" "$@"
 }
 # An unknown leg id fails here, before anything is installed, when the environment exists already.
 if [ ${#legs[@]} -gt 0 ] && python_is_recent "$PROJECT_PYTHON"; then host_setup --missing pip >/dev/null; fi

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
+from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Command, Contract, CopyRule, Download, Plan, Smoke, VersionProbe, frozen
-from backends.model import recipe_kit as kit
 
 # Parallelism = installed RAM in GB / 3 (floor 2, ceiling the core count, 8 GB assumed when
 # unknown): unlimited -j OOM-killed the runners (optimized-kernel TUs take GBs each).
@@ -260,7 +260,7 @@ def _collect(leg: Leg) -> list[CopyRule]:
 
 
 def _relocate() -> Command:
-    return Command("cmake-relocate", ("{python}", "-m", "backends.fixups", "cmake-relocate",
+    return Command("cmake-relocate", ("{python}", "-m", "backends.steps.fixups", "cmake-relocate",
                                       "{stage}/lib/cmake/ExecuTorch", "--lib-dir", "{stage}/lib",
                                       "--build-root", "{build}"), cwd="{stage}")
 

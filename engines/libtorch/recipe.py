@@ -161,9 +161,9 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         # Without these, consumers get undefined arm_compute::* / cblas_* symbols.
         collect.append(CopyRule("{src:acl}/build/libarm_compute*.so", "lib", dereference=True))
         fixups += [
-            Command("openblas", ("{python}", "-m", "backends.fixups", "copy-system-libs", "--ldconfig", "libopenblas",
+            Command("openblas", ("{python}", "-m", "backends.steps.fixups", "copy-system-libs", "--ldconfig", "libopenblas",
                                  "{stage}/lib"), cwd="{stage}"),
-            Command("rpath", ("{python}", "-m", "backends.fixups", "set-rpath", "--rpath", "$ORIGIN", "{stage}/lib"),
+            Command("rpath", ("{python}", "-m", "backends.steps.fixups", "set-rpath", "--rpath", "$ORIGIN", "{stage}/lib"),
                     cwd="{stage}"),
         ]
     return Plan(

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Bundle, Command, Contract, CopyRule, Download, Plan, Smoke, frozen
-from backends.model import recipe_kit as kit
-from backends.steps.bazel_closure import COLLECT_STAR  # also written into the Android container's script
+from backends.steps.bazel_closure import COLLECT_STAR
 
 ENVIRONMENT_HEADER = "include/litert/c/litert_environment.h"
 BUILD_CONFIG_HEADER = "include/litert/build_common/build_config.h"
@@ -49,7 +49,7 @@ WINDOWS_ENV = {"MSYS2_ARG_CONV_EXCL": "*", "MSYS_NO_PATHCONV": "1"}  # never man
 # On Windows, Bazel's output base and LLVM live in the leg's short directory (build/s/<hash>,
 # steps/context.py): under build/legs/<id>/work they were ~40 characters deeper than Bazel's
 # default output base, and TensorFlow's deepest file lands 196 characters below the output
-# base (MAX_PATH: 260; tests/unit/test_windows_paths.py). Native separators: NSIS's /D
+# base (MAX_PATH: 260; tests/unit/steps/test_windows_paths.py). Native separators: NSIS's /D
 # takes the install directory as Windows spells it.
 OUTPUT_BASE = "{build}/bazel-base"
 WINDOWS_OUTPUT_BASE = "{short}\\bazel"
@@ -281,13 +281,13 @@ def _contract(leg: Leg) -> Contract:
 
 
 def _build_config() -> Command:
-    return Command("build_config.h", ("{python}", "-m", "backends.fixups", "litert-build-config",
+    return Command("build_config.h", ("{python}", "-m", "backends.steps.fixups", "litert-build-config",
                                       "{stage}/" + BUILD_CONFIG_HEADER), cwd="{stage}")
 
 
 def _import_lib(leg: Leg) -> Command:
     machine = leg.msvc_arch
-    return Command("import lib", ("{python}", "-m", "backends.fixups", "import-lib", "{stage}/lib/libLiteRt.dll",
+    return Command("import lib", ("{python}", "-m", "backends.steps.fixups", "import-lib", "{stage}/lib/libLiteRt.dll",
                                   "--machine", machine, "--out", "{stage}/lib/LiteRt.lib"), cwd="{stage}")
 
 

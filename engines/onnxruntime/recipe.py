@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke, VersionProbe
-from backends.model import recipe_kit as kit
 
 COMMON_DEFINES = (
     "onnxruntime_BUILD_UNIT_TESTS=OFF",

@@ -6,11 +6,11 @@ presets), #variant-legs (Metal / CoreML variants), #static-bundle (bundling).
 """
 from __future__ import annotations
 
-from backends.line_endings import checkout_sha256
+from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke, frozen
-from backends.model import recipe_kit as kit
+from backends.util.line_endings import checkout_sha256
 
 # Our wrapper project, relative to the repository root: configure runs there (cwd "."; SCons
 # works from the SConstruct directory), like Smoke.project paths.

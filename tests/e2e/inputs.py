@@ -54,7 +54,7 @@ from typing import IO, Callable
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "site_scons"))
 
-from backends.fixups import import_lib  # noqa: E402  (the project's own .def -> .lib step)
+from backends.steps.fixups import import_lib
 
 def _toml(relative: str) -> dict:
     return tomllib.loads((REPO_ROOT / relative).read_text())

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import toolchain
+from backends.util import toolchain
 
 import inputs
 from backends.model.matrix import load_matrix

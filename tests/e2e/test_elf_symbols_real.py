@@ -1,5 +1,5 @@
-"""steps/elf_symbols.py on real libraries from the registries' wheels, against llvm-nm and
-llvm-readobj (inspect.py): PyTorch's libtorch_cpu.so (434 MB, 74 k exported symbols; slow,
+"""binfmt/elf.py on real libraries from the registries' wheels, against llvm-nm and
+llvm-readobj (binfmt/inspect.py): PyTorch's libtorch_cpu.so (434 MB, 74 k exported symbols; slow,
 a 192 MB wheel) and libc10.so, ONNX Runtime's libonnxruntime.so for x86_64 and aarch64.
 Read as verify reads them: streamed out of the wheel's zip member, only as far as the
 tables lie (the dynamic segment of libtorch_cpu.so lies at 344 MB of its 434 MB)."""
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 import inputs
-from backends.steps.elf_symbols import Sequential, dynamic_facts
-from backends.steps.inflate import open_member
-from backends.steps.inspect import (elf_version_definitions, exported_symbols, library_identity, needed_libraries,
-                                    symbol_sets)
+from backends.binfmt.elf import Sequential, dynamic_facts
+from backends.binfmt.inflate import open_member
+from backends.binfmt.inspect import (
+    elf_version_definitions, exported_symbols, library_identity, needed_libraries, symbol_sets,
+)
 
 pytestmark = [pytest.mark.e2e]
 

@@ -13,8 +13,8 @@ import zipfile
 import pytest
 
 import inputs
-from backends.pins import record_pin
-from backends.steps.files import sha256_file
+from backends.pins.engine_toml import record_pin
+from backends.util.files import sha256_file
 from scratch import Scons, scratch_project
 
 pytestmark = [pytest.mark.e2e]

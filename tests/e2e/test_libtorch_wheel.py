@@ -23,10 +23,10 @@ import zipfile
 import pytest
 
 import inputs
-from backends import sbom
 from backends.model.matrix import load_matrix
 from backends.model.recipes import leg_engine, plan_leg
-from backends.steps.files import sha256_file
+from backends.steps import sbom
+from backends.util.files import sha256_file
 from scratch import Scons, scratch_project
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -13,11 +13,11 @@ import zipfile
 import pytest
 
 import inputs
-from backends import sbom
 from backends.model.matrix import load_matrix
 from backends.model.recipes import plan_leg
-from backends.pins import record_pin
-from backends.steps.files import sha256_file
+from backends.pins.engine_toml import record_pin
+from backends.steps import sbom
+from backends.util.files import sha256_file
 from scratch import Scons, scratch_project
 
 pytestmark = [pytest.mark.e2e]

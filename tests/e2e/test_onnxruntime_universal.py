@@ -27,15 +27,15 @@ from pathlib import Path
 import pytest
 
 import inputs
-from backends import toolchain
+from backends.binfmt import inspect
+from backends.binfmt.macho import macho_archs
 from backends.model.matrix import load_matrix
 from backends.model.recipes import leg_engine, plan_leg
 from backends.steps import archive as archive_step
-from backends.steps import inspect
 from backends.steps import stage as stage_step
 from backends.steps import upstream as upstream_step
 from backends.steps.context import LegDirs
-from backends.steps.universal import macho_archs
+from backends.util import toolchain
 from scratch import Scons, scratch_project
 
 pytestmark = [pytest.mark.e2e]

@@ -3,7 +3,7 @@ both directions: PyPI's own torch 2.13.0 Linux wheel (a CUDA 13 build, what a pl
 pip gets) given to the CPU leg is refused at extract naming the -cuda leg, before anything is
 staged; the CPU wheel fits the CPU leg and not the -cuda leg; ONNX Runtime's CUDA and aarch64 releases and PyTorch's
 Windows wheel are told from the Linux x86_64 CPU builds. The fixtures of every case:
-tests/unit/test_origin_fit.py."""
+tests/unit/steps/test_origin_fit.py."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -31,7 +31,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import inputs  # noqa: E402
-from backends.steps.smoke import emulator_env  # noqa: E402
+from backends.steps.smoke import emulator_env
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "smoke"

@@ -43,8 +43,8 @@ from typing import Iterable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "site_scons"))
 
-from backends.model.leg import archive_stem  # noqa: E402  (the one naming function)
-from backends.model.vocab import FLAVORS, canonical_platform  # noqa: E402
+from backends.model.leg import archive_stem
+from backends.model.vocab import FLAVORS, canonical_platform
 
 REPO = Path(__file__).resolve().parents[2]
 FIXSRC_VERSION = "1.4.2"

@@ -29,7 +29,7 @@ _KEYS: list[tuple[Path, Path]] = []
 @pytest.fixture(scope="module", autouse=True)
 def signing_keys(tmp_path_factory) -> None:
     """One key pair for the module's stores: a writer signs, a reader trusts the .pub."""
-    from backends.cache_trust import keygen
+    from backends.cache.trust import keygen
 
     _KEYS[:] = [keygen(tmp_path_factory.mktemp("keys") / "cache-key")]
 

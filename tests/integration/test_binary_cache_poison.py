@@ -32,7 +32,7 @@ import fixtures
 from fixtures import fixbin_archive, scons
 from test_binary_cache import nginx  # noqa: F401  (the real WebDAV store, a fixture)
 
-from backends.cache_trust import Signer, keygen
+from backends.cache.trust import Signer, keygen
 
 LEG = fixtures.FIXBIN_LEG_IDS[0]
 ARCHIVE = fixbin_archive(LEG)

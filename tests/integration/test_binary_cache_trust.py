@@ -25,7 +25,7 @@ import fixtures
 from fixtures import fixbin_archive, scons
 from test_binary_cache import nginx  # noqa: F401  (the real WebDAV store, a fixture)
 
-from backends.cache_trust import key_id, keygen
+from backends.cache.trust import key_id, keygen
 
 LEG = fixtures.FIXBIN_LEG_IDS[0]
 ARCHIVE = fixbin_archive(LEG)

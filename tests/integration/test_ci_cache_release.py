@@ -21,7 +21,7 @@ from fixtures import FIXBIN_LEG_IDS, LegRow, fixbin_archive, scons
 from fake_github import REPO, TOKEN, FakeGitHub, serve
 from scratch import bench_module
 
-from backends.cache_trust import key_id
+from backends.cache.trust import key_id
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = f"github:{REPO}@binary-cache"

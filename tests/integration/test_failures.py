@@ -19,7 +19,7 @@ from fixtures import LegRow, fixsrc_archive, scons
 FIXBIN_LEG = fixtures.FIXBIN_LEG_IDS[0]
 GPU_LEG = "fixsrc-linux-x86_64-gpu-shared"
 # Secrets as they could be pasted, and the CI one in the environment of every refused run:
-# none of their bytes may reach the output (tests/unit/test_selection.py holds the full table).
+# none of their bytes may reach the output (tests/unit/commands/test_selection.py holds the full table).
 PASTED_SEED = base64.b64encode(hashlib.sha256(b"pasted on the command line").digest()).decode()
 PASTED = f"ed25519-secret:{PASTED_SEED}"
 ENV_SEED = base64.b64encode(hashlib.sha256(b"the CI secret").digest()).decode()

@@ -465,7 +465,7 @@ def test_publish_to_another_filesystem(project_factory, upstream):
                              capture_output=True, text=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); "
-                    "tests/unit/test_publish.py covers EXDEV with a stand-in")
+                    "tests/unit/steps/test_publish.py covers EXDEV with a stand-in")
     try:
         run = _ok(scons(project, FIXBIN_LEG))
         archive = fixbin_archive(FIXBIN_LEG)

@@ -84,7 +84,7 @@ def test_whole_graph_publishes_verified_smoke_tested_archives(built, tmp_path):
             assert [p["name"] for p in manifest["patches"]] == (["register_coreml"] if gpu else [])
             assert any("coreml provider: registered" in line for line in smoke["output"]) is gpu
         if "static" in leg:
-            # and the archive's SBOM (backends/sbom.py), the same document as the manifest's
+            # and the archive's SBOM (backends/steps/sbom.py), the same document as the manifest's
             assert members == {"include/fixsrc.h", "lib/libfixsrc.a", manifest["sbom"]["path"]}
             stage = json.loads((project / f"build/legs/{leg}/steps/stage.json").read_text())
             bundled = sorted(Path(p).name for p in stage["bundled"])
@@ -352,7 +352,7 @@ def test_kill_during_build_then_rerun(project_factory, tmp_path, leftovers):
         watcher.stop.set()
         watcher.join()
     _ok(run)
-    assert watcher.problems == []  # a sampler: tests/unit/test_publish.py lists dist/ at every write
+    assert watcher.problems == []  # a sampler: tests/unit/steps/test_publish.py lists dist/ at every write
     assert set(os.listdir(dist)) == allowed
     for leg in SMALL_IDS:
         smoke = json.loads((project / f"build/legs/{leg}/steps/smoke.json").read_text())

@@ -1,6 +1,6 @@
 """A hostile HTTP binary cache in front of a real run: whatever it sends, the run ends soon,
 the leg is built instead, dist/ holds the bytes of a clean build, and the refusal says why.
-(Each attack, through each caller, with small limits: tests/unit/test_hostile_remotes.py.)"""
+(Each attack, through each caller, with small limits: tests/unit/cache/test_hostile_remotes.py.)"""
 from __future__ import annotations
 
 import json

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import toolchain
+from backends.util import toolchain
 from binaries import elf_shared
 from backends.model.matrix import load_matrix
 from scratch import REPO, Scons, scratch_project

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import fixtures
-from backends.locks import FileLock
+from backends.util.locks import FileLock
 from fixtures import LegRow, scons
 
 # Legs that build from source on their runners only (the fixture recipe's download is their input).

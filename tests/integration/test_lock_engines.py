@@ -17,9 +17,9 @@ from fixtures import scons
 
 sys.path.insert(0, str(fixtures.REPO / "site_scons"))
 
-from backends.inputs import FILE, GIT, collect  # noqa: E402
-from backends.model.matrix import load_matrix  # noqa: E402
-from backends.model.recipes import plan_all  # noqa: E402
+from backends.model.matrix import load_matrix
+from backends.model.recipes import plan_all
+from backends.pins.inputs import FILE, GIT, collect
 
 
 def _copy_engine(project: Path, engine: str) -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from backends.host import detect_host
-from backends.host_checks import host_facts
-from backends.host_needs import needs_here
 from backends.model.matrix import load_matrix
 from backends.model.recipes import plan_all
+from backends.probes.host import detect_host
+from backends.probes.host_checks import host_facts
+from backends.probes.host_needs import needs_here
 from scratch import REPO, Scons, scratch_project
 
 LEG = "onnxruntime-linux-x86_64-shared"  # repackaged: verify and the smoke need the host's tools

@@ -15,11 +15,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from .engine import DataError, when_matches
-from .leg import Leg
-from .plan import Contract, Evidence, Floor
-from .recipe_kit import facts, license_dir
-from .vocab import ACCELERATORS, CONDITIONS, ENGINES, OSES
+from backends.model.engine import DataError, when_matches
+from backends.model.leg import Leg
+from backends.model.plan import Contract, Evidence, Floor
+from backends.model.recipe_kit import facts, license_dir
+from backends.model.vocab import ACCELERATORS, CONDITIONS, ENGINES, OSES
 
 FILE_NAME = "contracts.toml"
 EVIDENCE_KINDS = ("files", "symbols", "links", "targets", "libraries")

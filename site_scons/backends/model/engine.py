@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import re
 import tomllib
-import urllib.parse
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
-from .schema import (  # DataError is imported from here by the rest of the project
+from backends.model.schema import (
     DEFAULT_VERSION_PATTERN,
     DataError,
     Field,
@@ -30,7 +29,7 @@ from .schema import (  # DataError is imported from here by the rest of the proj
     version,
     version_pattern,
 )
-from .vocab import CONDITIONS, VocabularyError, canonical_platform
+from backends.model.vocab import CONDITIONS, VocabularyError, canonical_platform
 
 SOURCE_KINDS = ("archive", "git")
 # The leading dotted numbers of any version-like text (a pin, a Mach-O minos): parsing, not the grammar.
@@ -176,11 +175,6 @@ class Engine:
 
     def pinned_sha256(self, filename: str) -> str | None:
         return self.sha256.get(filename) or None
-
-
-def url_filename(url: str) -> str:
-    """The file name a URL downloads to (`%2B` decoded, as upstream's release assets are named)."""
-    return urllib.parse.unquote(url.rstrip("/").rsplit("/", 1)[-1])
 
 
 _GIT_REF = matching(r"(?!.*\.\.)(?!.*//)[A-Za-z0-9_][A-Za-z0-9._/+-]*",

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from .vocab import MSVC_ARCH, RUNNERS, platform_label, split_platform
+from backends.model.vocab import MSVC_ARCH, RUNNERS, platform_label, split_platform
 
 
 def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
@@ -55,6 +55,11 @@ class Leg:
     @property
     def runner_host(self) -> tuple[str, str]:
         return RUNNERS[self.runner]
+
+    @property
+    def code_signed(self) -> bool:
+        """Shared macOS packages are signed: they ship dylibs a hardened-runtime app must be able to load."""
+        return self.os == "macos" and self.kind == "shared"
 
     def archive_stem(self, libname: str, version: str) -> str:
         return archive_stem(libname, version, self.platform, self.flavor, self.kind, self.config)

@@ -8,10 +8,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from .engine import DataError, Engine, load_engine, when_matches
-from .leg import Leg, leg_id
-from .recipe_kit import facts
-from .schema import (
+from backends.model.engine import DataError, Engine, load_engine, when_matches
+from backends.model.leg import Leg, leg_id
+from backends.model.recipe_kit import facts
+from backends.model.schema import (
     PATH_COMPONENT,
     Field,
     boolean,
@@ -30,7 +30,7 @@ from .schema import (
     text,
     version,
 )
-from .vocab import (
+from backends.model.vocab import (
     ACCELERATORS,
     AGGREGATES,
     CONFIGS,

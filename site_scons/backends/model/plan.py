@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from .engine import PatchSpec
-from .leg import Leg
+from backends.model.engine import PatchSpec
+from backends.model.leg import Leg
 
 
 def frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
@@ -222,3 +222,13 @@ class Plan:
                 steps.append("fixup")
         steps += ["archive", "verify", "smoke", "publish"]
         return tuple(steps)
+
+
+def origin_for(origins: Mapping[str, str], plan: Plan, download: Download) -> str:
+    """The `origin=` standing in for one download of a plan: the one given by its source name,
+    else an unnamed one when it is the plan's main (first) download; "" when none."""
+    if download.name in origins:
+        return origins[download.name]
+    if "" in origins and plan.downloads and download is plan.downloads[0]:
+        return origins[""]
+    return ""

@@ -4,9 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
-from .engine import DataError, Engine, PatchSpec, url_filename
-from .leg import Leg
-from .plan import CopyRule, Download
+from backends.model.engine import DataError, Engine, PatchSpec
+from backends.model.leg import Leg
+from backends.model.plan import CopyRule, Download
+from backends.util.locations import url_filename
 
 # Where every package carries its engine's license texts (engines/contracts.toml [licenses]).
 LICENSE_ROOT = "share/licenses"

@@ -8,12 +8,12 @@ from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
-from .contract_data import contracts_file, load_contract_data, with_contract_data
-from .engine import DataError, Engine
-from .leg import Leg
-from .matrix import AGGREGATE_SLICES, Matrix
-from .plan import Contract, Plan, Smoke
-from .submodules import with_selected_submodules
+from backends.model.contract_data import contracts_file, load_contract_data, with_contract_data
+from backends.model.engine import DataError, Engine
+from backends.model.leg import Leg
+from backends.model.matrix import AGGREGATE_SLICES, Matrix
+from backends.model.plan import Contract, Plan, Smoke
+from backends.model.submodules import with_selected_submodules
 
 
 @lru_cache(maxsize=None)

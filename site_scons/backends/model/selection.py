@@ -5,8 +5,8 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from .leg import Leg
-from .vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES, VocabularyError, canonical_platform
+from backends.model.leg import Leg
+from backends.model.vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES, VocabularyError, canonical_platform
 
 
 class SelectionError(ValueError):

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping, Sequence
 
-from .engine import Engine, SubmoduleSpec
-from .leg import Leg
-from .plan import Command, Download, Plan
-from .recipe_kit import facts
+from backends.model.engine import Engine, SubmoduleSpec
+from backends.model.leg import Leg
+from backends.model.plan import Command, Download, Plan
+from backends.model.recipe_kit import facts
 
 # CMake's true constants (compared upper-case), and the 1 an environment switch is set to.
 TRUE = frozenset({"ON", "1", "TRUE", "YES", "Y"})

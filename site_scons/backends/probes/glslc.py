@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.steps.files import atomic_write_bytes
 from backends.util import http
+from backends.util.files import atomic_write_bytes
 
 EXTENSION = "GL_EXT_integer_dot_product"
 # Valid GLSL 450: the extension applies to #version 450 and up, and dotPacked4x8EXT(uint,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar
 
-from .files import CHUNK_SIZE, FileEntry, atomic_write_text, list_tree, sha256_file, temp_path_for
+from backends.util.files import CHUNK_SIZE, FileEntry, atomic_write_text, list_tree, sha256_file, temp_path_for
 
 FORMATS = ("zip", "tar.gz", "7z")
 
@@ -442,7 +442,7 @@ def _write_7z(root: Path, entries: list[FileEntry], temp: Path, level: int, epoc
     normalised modes before the header is written at close. LZMA2 itself is deterministic
     for the same liblzma, and members are added in sorted order into one solid folder.
     This relies on py7zr's `header.files_info.files` (checked against py7zr 1.1.4): a
-    py7zr upgrade must keep tests/unit/test_archive.py's 7z determinism test green.
+    py7zr upgrade must keep tests/unit/steps/test_archive.py's 7z determinism test green.
     """
     import py7zr
     from py7zr.helpers import ArchiveTimestamp

@@ -24,8 +24,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from backends.run import resolve_program
-from backends.steps.files import atomic_write_text
+from backends.runner.run import resolve_program
+from backends.util.files import atomic_write_text
 
 # The LiteRT recipe also writes this collector into the Android container's build script,
 # where this package is not available.

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .venv import interpreter as venv_interpreter
+from backends.steps.venv import interpreter as venv_interpreter
 
 _SYMBOL = re.compile(r"\{([a-z_]+\??;?)(?::([^{}]*))?\}")
 _ENV_SYMBOL = re.compile(r"\{env\??;?:([A-Za-z0-9_]+)\}")

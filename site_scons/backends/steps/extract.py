@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .files import CHUNK_SIZE, FileEntry, list_tree
-from .inflate import open_member
+from backends.binfmt.inflate import open_member
+from backends.util.files import CHUNK_SIZE, FileEntry, list_tree
 
 _FORMAT_SUFFIXES = (
     (".tar.gz", "tar.gz"), (".tgz", "tar.gz"),

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ..locations import UnsupportedLocation, locate
-from ..locks import FileLock
-from ..util import http
-from .files import CHUNK_SIZE, sha256_file, write_json
+from backends.util import http
+from backends.util.files import CHUNK_SIZE, sha256_file, write_json
+from backends.util.locations import UnsupportedLocation, locate
+from backends.util.locks import FileLock
 
 USER_AGENT = "anira-backends-fetch"
 # Each download is tried 5 times, a resumed one as long as it advances (the HTTP client's

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..locations import local_path
-from ..locks import FileLock
-from ..run import RunError, limited_env, run
+from backends.runner.run import RunError, limited_env, run
+from backends.util.locations import local_path
+from backends.util.locks import FileLock
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 # PyTorch's and ExecuTorch's test paths exceed Windows' MAX_PATH (docs/upstream.md#libtorch-build); submodules are cloned from

@@ -3,16 +3,16 @@
 How long the leg's own build took (`durations`: seconds per step) goes only into the copy a
 binary cache entry holds (actions.store), never into dist/'s manifest, whose bytes a clean
 build must reproduce: a hit then says what it saved, and CI's plan job estimates the runner
-minutes it spares (backends/ci_cache.py).
+minutes it spares (backends/ci/cache_hits.py).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..model.engine import Engine
-from ..model.plan import Plan
-from .files import atomic_write_text, list_tree, sha256_file
+from backends.model.engine import Engine
+from backends.model.plan import Plan
+from backends.util.files import atomic_write_text, list_tree, sha256_file
 
 # The steps whose time is the leg's build, the part a binary cache hit spares (downloads are
 # shared, and verify and smoke run after the manifest is written).
@@ -32,7 +32,7 @@ def leg_record(plan: Plan) -> dict[str, object]:
 def archive_manifest(plan: Plan, engine: Engine, archive: Path, stage: Path,
                      sources: list[Mapping[str, object]], steps: Mapping[str, object],
                      tools: Mapping[str, str]) -> dict[str, object]:
-    from .. import sbom  # spdx-tools loads in ~0.3 s: only a step that writes a manifest pays for it
+    from backends.steps import sbom
 
     files = [
         {"path": e.path, "size": e.size, "mode": oct(e.mode), **({"sha256": e.sha256} if e.sha256 else {}),

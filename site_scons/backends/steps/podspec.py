@@ -22,9 +22,9 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from backends.pins import record_pin
+from backends.pins.engine_toml import record_pin
 from backends.steps.extract import ExtractError, extract
-from backends.steps.fetch import Download, FetchError, FetchSettings, Fetched, fetch
+from backends.steps.fetch import Download, Fetched, FetchError, FetchSettings, fetch
 
 DEFAULT_CACHE = ".cache/downloads"  # the `cache` option's default, relative to the repository
 DEVICE_SLICE = "ios-arm64"

@@ -18,7 +18,7 @@ most some sidecars, which mean "not published". A run's start (`sweep_dist`) rem
 lone sidecars and withdraws a set whose sidecars do not describe its archive (left by an
 older version, or by hand); `scons gc=1` removes both kinds after hashing every archive.
 Hidden staging directories match the temp pattern that a run's start sweeps
-(buildtree.py).
+(util/buildtree.py).
 
 What dist/ holds has fixed modes whatever the umask (FILE_MODE, DIR_MODE): a umask of 000
 must not make a published archive or its checksum writable by every local user.
@@ -37,9 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from .archive import FORMATS
-from .files import (atomic_write_bytes, canonical_json, hardlink_or_copy, make_dirs, remove_path, sha256_file,
-                    temp_path_for)
+from backends.steps.archive import FORMATS
+from backends.util.files import (
+    atomic_write_bytes,
+    canonical_json,
+    hardlink_or_copy,
+    make_dirs,
+    remove_path,
+    sha256_file,
+    temp_path_for,
+)
 
 SIDECARS = (".json", ".sha256")
 FILE_MODE = 0o644  # every file published into dist/ (archives, sidecars, release assets)

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..host import detect_accelerators
-from ..model.plan import Smoke
-from ..run import RunError, limited_env, run
-from .extract import extract
+from backends.model.plan import Smoke
+from backends.probes.host import detect_accelerators
+from backends.runner.run import RunError, limited_env, run
+from backends.steps.extract import extract
 
 ABSENT = "accelerator runtime not available on this runner"
 PASSED = "passed"

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .files import hardlink_or_copy, mirror_tree, sha256_file
-from .globs import matches
+from backends.util.files import hardlink_or_copy, mirror_tree, sha256_file
+from backends.util.globs import matches
 
 
 class PatchError(RuntimeError):

@@ -6,11 +6,12 @@ import shutil
 from pathlib import Path
 from typing import Mapping
 
-from ..model.plan import Bundle, CopyRule, Plan
-from .bundle import listed_archives, merge_static, object_format, tree_archives
-from .context import ExpandError, LegDirs, expand
-from .files import hardlink_or_copy
-from .globs import find, matches_any
+from backends.binfmt.objects import object_format
+from backends.model.plan import Bundle, CopyRule, Plan
+from backends.steps.bundle import listed_archives, merge_static, tree_archives
+from backends.steps.context import ExpandError, LegDirs, expand
+from backends.util.files import hardlink_or_copy
+from backends.util.globs import find, matches_any
 
 
 class StageError(RuntimeError):

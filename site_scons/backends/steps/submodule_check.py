@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from ..run import RunError
-from . import git
+from backends.runner.run import RunError
+from backends.steps import git
 
 # How much of the end of a failed command's log is read: a configure log ends with the error.
 LOG_TAIL_BYTES = 256 * 1024

@@ -1,7 +1,6 @@
 """macOS universal binaries: lipo two single-arch packages into one (docs/upstream.md#universal).
 
-`macho_archs` reads Mach-O headers itself rather than asking lipo: llvm-lipo 14
-(Debian 12) crashes on `-archs`/`-info` of a thin static archive.
+The architectures of each input come from binfmt.macho, which reads the headers itself.
 """
 from __future__ import annotations
 
@@ -11,90 +10,15 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
 
-from backends import toolchain
-from backends.steps.bundle import iter_archive_members, object_format
-from backends.steps.files import temp_path_for
-
-_CPU_ARCH_ABI64 = 0x01000000
-_CPU_ARCH_ABI64_32 = 0x02000000
-_CPU_TYPE_X86 = 7
-_CPU_TYPE_ARM = 12
-_CPU_SUBTYPE_MASK = 0x00FFFFFF
-_ARCH_NAMES = {
-    (_CPU_TYPE_X86, None): "i386",
-    (_CPU_TYPE_X86 | _CPU_ARCH_ABI64, 8): "x86_64h",
-    (_CPU_TYPE_X86 | _CPU_ARCH_ABI64, None): "x86_64",
-    (_CPU_TYPE_ARM | _CPU_ARCH_ABI64, 2): "arm64e",
-    (_CPU_TYPE_ARM | _CPU_ARCH_ABI64, None): "arm64",
-    (_CPU_TYPE_ARM | _CPU_ARCH_ABI64_32, None): "arm64_32",
-    (_CPU_TYPE_ARM, 9): "armv7",
-    (_CPU_TYPE_ARM, 11): "armv7s",
-    (_CPU_TYPE_ARM, 12): "armv7k",
-    (_CPU_TYPE_ARM, None): "arm",
-}
-_THIN_LITTLE = {b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe"}
-_THIN_BIG = {b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf"}
-_FAT = b"\xca\xfe\xba\xbe"
-_FAT_64 = b"\xca\xfe\xba\xbf"
+from backends.binfmt.macho import macho_archs
+from backends.binfmt.objects import object_format
+from backends.util import toolchain
+from backends.util.files import temp_path_for
 
 
 class UniversalError(RuntimeError):
     """Lipo inputs or package trees that cannot be merged into a universal one."""
-
-
-# --- architectures -----------------------------------------------------------------------
-
-def arch_name(cputype: int, cpusubtype: int) -> str:
-    subtype = cpusubtype & _CPU_SUBTYPE_MASK
-    return (_ARCH_NAMES.get((cputype, subtype))
-            or _ARCH_NAMES.get((cputype, None))
-            or f"cputype{cputype}")
-
-
-def _thin_arch(head: bytes) -> str | None:
-    magic = head[:4]
-    if magic in _THIN_LITTLE:
-        order = "little"
-    elif magic in _THIN_BIG:
-        order = "big"
-    else:
-        return None
-    return arch_name(int.from_bytes(head[4:8], order), int.from_bytes(head[8:12], order))
-
-
-def _fat_archs(stream: BinaryIO) -> list[str]:
-    header = stream.read(8)
-    entry_size = 32 if header[:4] == _FAT_64 else 20
-    count = int.from_bytes(header[4:8], "big")
-    archs = []
-    for _ in range(count):
-        entry = stream.read(entry_size)
-        archs.append(arch_name(int.from_bytes(entry[0:4], "big"),
-                               int.from_bytes(entry[4:8], "big")))
-    return archs
-
-
-def macho_archs(path: Path) -> list[str]:
-    """The architectures of a Mach-O file, fat file or archive of Mach-O objects
-    (lipo's names: x86_64, arm64, ...). Raises `UniversalError` for anything else."""
-    if object_format(path) != "macho":
-        raise UniversalError(f"{path} is not a Mach-O file or archive")
-    with open(path, "rb") as stream:
-        head = stream.read(12)
-        if head[:4] in (_FAT, _FAT_64):
-            stream.seek(0)
-            return _fat_archs(stream)
-        if (arch := _thin_arch(head)) is not None:
-            return [arch]
-        archs: dict[str, None] = {}
-        for member in iter_archive_members(path):
-            stream.seek(member.offset)
-            arch = _thin_arch(stream.read(min(member.size, 12)))
-            if arch is not None:
-                archs[arch] = None
-        return list(archs)
 
 
 # --- lipo ---------------------------------------------------------------------------------

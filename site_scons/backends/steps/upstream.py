@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..model.plan import Command, Plan
-from ..run import heavy_slot, is_credential, limited_env, passed_environment, run
-from ..toolchain import identity
-from . import venv
-from .context import LegDirs, env_names, expand, expand_argv
-from .files import WINDOWS, extended_length, mirror_tree
-from .source import copy_tree
+from backends.model.plan import Command, Plan
+from backends.runner.run import heavy_slot, is_credential, limited_env, passed_environment, run
+from backends.steps import venv
+from backends.steps.context import LegDirs, env_names, expand, expand_argv
+from backends.steps.source import copy_tree
+from backends.util.files import WINDOWS, extended_length, mirror_tree
+from backends.util.toolchain import identity
 
 
 def _log_name(index: int, label: str) -> str:
@@ -97,7 +97,7 @@ def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs:
 
 def tree_key(tree: Path) -> str:
     """What identifies a shared tree's content: a checkout's HEAD commit (the submodules' follow
-    it) and its path (each selection of submodules has a checkout of its own, graph.py), else
+    it) and its path (each selection of submodules has a checkout of its own, graph/declare.py), else
     a digest of every file's path, size and mtime."""
     if (tree / ".git").exists():
         try:

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..model.plan import Command
-from ..run import limited_env, run
+from backends.model.plan import Command
+from backends.runner.run import limited_env, run
 
 SYMBOL = "{venv_python}"
 # Which interpreter a venv was made from; another one (a Python upgrade) makes it anew.

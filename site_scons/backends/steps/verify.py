@@ -8,21 +8,20 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable
 
-from ..model.plan import Contract, Evidence
-from .checks.accelerators import check_accelerators
-from .checks.described import described_problems
-from .checks.binaries import check_formats, check_identities, check_install_names, check_symbols
-from .checks.floors import check_floors, describe
-from .checks.licenses import check_license_texts
-from .checks.members import check_members, folds_case
-from .checks.paths import check_paths
-from .checks.undefined import check_undefined
-from .checks.versions import check_header_api, check_versions
-from .checks.view import ArchiveError, ArchiveView, open_archive
-from .checks.xcframework import check_xcframeworks
-from .globs import matches, matches_any
-from .inspect import InspectError
-
+from backends.binfmt.inspect import InspectError
+from backends.model.plan import Contract, Evidence
+from backends.steps.checks.accelerators import check_accelerators
+from backends.steps.checks.binaries import check_formats, check_identities, check_install_names, check_symbols
+from backends.steps.checks.described import described_problems
+from backends.steps.checks.floors import check_floors, describe
+from backends.steps.checks.licenses import check_license_texts
+from backends.steps.checks.members import check_members, folds_case
+from backends.steps.checks.paths import check_paths
+from backends.steps.checks.undefined import check_undefined
+from backends.steps.checks.versions import check_header_api, check_versions
+from backends.steps.checks.view import ArchiveError, ArchiveView, open_archive
+from backends.steps.checks.xcframework import check_xcframeworks
+from backends.util.globs import matches, matches_any
 
 _UNREADABLE = (ArchiveError, OSError, EOFError, zipfile.BadZipFile, zlib.error, tarfile.TarError)
 

@@ -1,4 +1,6 @@
-"""Helpers at the bottom of the project's floors: the standard library and requests (with its
-urllib3) only. Nothing here imports any other module of the project, so everything may import
-these; `tests/unit/test_util_http.py` holds the package to that.
+"""The bottom floor: helpers that need the standard library and requests (with its urllib3)
+only, and import no other package of the project: files and atomic writes, digests and their
+cache, file locks and the build tree's lock, text tables, canonical JSON, locations (URLs and
+paths), line endings, finding binary tools, and the one HTTP client with the GitHub API on it.
+tests/unit/test_layers.py holds the package to that.
 """

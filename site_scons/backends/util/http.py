@@ -1,5 +1,5 @@
 """One HTTP client for every remote the project reads or writes: upstream downloads
-(steps/fetch.py), the GitHub API (github.py) and the HTTP binary cache (binary_cache.py).
+(steps/fetch.py), the GitHub API (github.py) and the HTTP binary cache (cache/stores.py).
 
 An exchange is bounded in bytes and in time, whatever the server does:
 

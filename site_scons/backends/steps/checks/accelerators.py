@@ -10,11 +10,11 @@ import re
 from collections import defaultdict
 from functools import lru_cache
 
-from ...model.plan import Evidence
-from ..globs import matches
-from .binaries import shared_libraries, slices
-from .cmake import exported_targets
-from .view import ArchiveView, group_of
+from backends.model.plan import Evidence
+from backends.steps.checks.binaries import shared_libraries, slices
+from backends.steps.checks.cmake import exported_targets
+from backends.steps.checks.view import ArchiveView, group_of
+from backends.util.globs import matches
 
 
 def check_accelerators(view: ArchiveView, platform: str, present: tuple[Evidence, ...],

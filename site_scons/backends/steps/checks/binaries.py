@@ -7,10 +7,10 @@ import re
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
 
-from ...model.matrix import AGGREGATE_SLICES
-from ...model.plan import Contract
-from ..inspect import macho_install_names
-from .view import ArchiveView, group_of, is_shared_library_name, slice_of
+from backends.binfmt.inspect import macho_install_names
+from backends.model.matrix import AGGREGATE_SLICES
+from backends.model.plan import Contract
+from backends.steps.checks.view import ArchiveView, group_of, is_shared_library_name, slice_of
 
 OS_FORMATS = {"linux": ("elf",), "android": ("elf",), "macos": ("macho",), "ios": ("macho",),
               "windows": ("pe", "coff"), "wasm": ("wasm",)}

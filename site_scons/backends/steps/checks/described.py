@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..extract import _name_problem, canonical_name
-from ..files import list_tree
-from .view import FILE, SYMLINK, ArchiveView, Entry
+from backends.steps.checks.view import FILE, SYMLINK, ArchiveView, Entry
+from backends.steps.extract import _name_problem, canonical_name
+from backends.util.files import list_tree
 
 
 def described_problems(view: ArchiveView, files: list[dict[str, Any]]) -> list[str]:

@@ -4,9 +4,9 @@ real binary that exports the contract's entry point is not enough: a 4 KB librar
 exports only `OrtGetApiBase` is one."""
 from __future__ import annotations
 
-from ...model.plan import Floor
-from ..globs import matches
-from .view import ArchiveView, is_shared_library_name
+from backends.model.plan import Floor
+from backends.steps.checks.view import ArchiveView, is_shared_library_name
+from backends.util.globs import matches
 
 
 def check_floors(view: ArchiveView, floors: tuple[Floor, ...]) -> list[str]:

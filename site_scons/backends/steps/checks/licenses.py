@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import codecs
 
-from ...model.recipe_kit import LICENSE_ROOT
-from .scan import CHUNK
-from .view import ArchiveView
+from backends.binfmt.scan import CHUNK
+from backends.model.recipe_kit import LICENSE_ROOT
+from backends.steps.checks.view import ArchiveView
 
 # Byte-order marks, longest first (UTF-32's little-endian mark starts with UTF-16's).
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"), (codecs.BOM_UTF8, "utf-8"),

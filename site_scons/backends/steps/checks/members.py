@@ -10,8 +10,8 @@ import stat
 from collections import defaultdict
 from typing import Callable
 
-from ..extract import _name_problem, _resolve
-from .view import DIR, HARDLINK, SPECIAL, SYMLINK, ArchiveView, Entry
+from backends.steps.checks.view import DIR, HARDLINK, SPECIAL, SYMLINK, ArchiveView, Entry
+from backends.steps.extract import _name_problem, _resolve
 
 _DRIVE_LETTER = re.compile(r"^[A-Za-z]:")
 # Where a consumer unpacks the package on a file system that folds case by default.

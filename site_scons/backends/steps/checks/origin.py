@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from ...model.contract_data import contracts_file, load_contract_data
-from ...model.leg import Leg
-from ...model.matrix import Matrix
-from ...model.plan import Download, Evidence, Plan
-from ...model.vocab import VocabularyError, canonical_platform
-from ..elf_symbols import is_shared_object
-from ..files import FileEntry
-from ..inspect import pe_is_dll
-from .binaries import FORMAT_NAMES, expected_binary
-from .view import BINARY_FORMATS, FILE, ArchiveView, directory_view, open_archive
+from backends.binfmt.elf import is_shared_object
+from backends.binfmt.inspect import pe_is_dll
+from backends.model.contract_data import contracts_file, load_contract_data
+from backends.model.leg import Leg
+from backends.model.matrix import Matrix
+from backends.model.plan import Download, Evidence, Plan
+from backends.model.vocab import VocabularyError, canonical_platform
+from backends.steps.checks.binaries import FORMAT_NAMES, expected_binary
+from backends.steps.checks.view import BINARY_FORMATS, FILE, ArchiveView, directory_view, open_archive
+from backends.util.files import FileEntry
 
 _EXAMPLES = 2
 _OS_OF_FORMAT = {"elf": ("linux", "android"), "macho": ("macos", "ios"), "pe": ("windows",), "coff": ("windows",)}

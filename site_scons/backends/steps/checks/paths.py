@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from .view import ArchiveView
+from backends.steps.checks.view import ArchiveView
 
 # CMake, pkg-config, libtool, qmake, MSBuild, Xcode and other build configuration files.
 METADATA = re.compile(r"(\.(cmake|pc|la|prl|pri|props|targets|xcconfig|cfg|conf|ini)|/CMakeLists\.txt"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from .view import ArchiveView, group_of
+from backends.steps.checks.view import ArchiveView, group_of
 
 # Names whose owner a name tells: C++ (Itanium, MSVC, MSVC imports) and Objective-C classes.
 _QUALIFIED = re.compile(r"^(_Z|\?|__imp_\?|OBJC_(CLASS|METACLASS|EHTYPE)_\$_)")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import re
 
-from ...model.engine import version_key
-from ...model.schema import VERSION
-from ...model.plan import Contract, VersionProbe
-from ..globs import matches
-from ..inspect import dll_file_version, dylib_version
-from .view import ArchiveView
+from backends.binfmt.inspect import dll_file_version, dylib_version
+from backends.model.engine import version_key
+from backends.model.plan import Contract, VersionProbe
+from backends.model.schema import VERSION
+from backends.steps.checks.view import ArchiveView
+from backends.util.globs import matches
 
 _API_VERSION = re.compile(rb"#define\s+ORT_API_VERSION\s+(\d+)")
 _VERSIONED_LIB = re.compile(r"\.(\d+)\.(\d+)\.(\d+)(?:\.dylib)?$")

@@ -1,5 +1,5 @@
 """An archive as verify sees it: its entries (with their kinds and link targets), member
-bytes on demand, and the libraries in it. One pass (scan.py) reads every member once: an
+bytes on demand, and the libraries in it. One pass (binfmt/scan.py) reads every member once: an
 ELF shared object's facts come from its own tables, any other library is extracted once
 into a scratch directory for the tools that read it."""
 from __future__ import annotations
@@ -20,15 +20,22 @@ from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO, Callable, TypeVar
 
-from ..bundle import AR_MAGIC, _format_of_bytes, object_format
-from ..elf_symbols import Behind, DynamicFacts, ElfError, Sequential, dynamic_facts, is_shared_object
-from ..extract import ExtractError, _name_problem, archive_format, canonical_name
-from ..files import FileEntry, list_tree
-from ..globs import matches
-from ..inflate import open_member
-from ..inspect import (ELF_MACHINES, InspectError, binary_archs, elf_version_definitions, library_identity,
-                       needed_libraries, symbol_sets)
-from .scan import CHUNK, HEAD, Member, Scanned, scan
+from backends.binfmt.elf import Behind, DynamicFacts, ElfError, Sequential, dynamic_facts, is_shared_object
+from backends.binfmt.inflate import open_member
+from backends.binfmt.inspect import (
+    ELF_MACHINES,
+    InspectError,
+    binary_archs,
+    elf_version_definitions,
+    library_identity,
+    needed_libraries,
+    symbol_sets,
+)
+from backends.binfmt.objects import AR_MAGIC, format_of_bytes, object_format
+from backends.binfmt.scan import CHUNK, HEAD, Member, Scanned, scan
+from backends.steps.extract import ExtractError, _name_problem, archive_format, canonical_name
+from backends.util.files import FileEntry, list_tree
+from backends.util.globs import matches
 
 T = TypeVar("T")
 
@@ -126,7 +133,7 @@ class ArchiveView:
         return self._extracted[name]
 
     def scan(self, hashing: bool, libraries: list[str] | None = None) -> None:
-        """The one pass (scan.py): every library (or those of `libraries`), and with `hashing`
+        """The one pass (binfmt/scan.py): every library (or those of `libraries`), and with `hashing`
         every file member, read once on every core; what a check asks of a member afterwards
         is answered from it."""
         chosen = set(self.libraries if libraries is None else libraries)
@@ -153,7 +160,7 @@ class ArchiveView:
                 list(pool.map(self.needed, [n for n in binaries if is_shared_library_name(n)]))
 
     def _slot(self, name: str) -> Path:
-        with self._lock:  # scan.py asks from its threads
+        with self._lock:  # binfmt.scan asks from its threads
             target = self.scratch / f"{len(self._extracted)}" / posixpath.basename(name)
             target.parent.mkdir(parents=True)
             self._extracted[name] = target
@@ -274,10 +281,10 @@ class ArchiveView:
         return self.format(name) in BINARY_FORMATS
 
     def format(self, name: str) -> str:
-        """bundle.object_format of the member: by its first bytes, a static library's by its
+        """binfmt.objects.object_format of the member: by its first bytes, a static library's by its
         members (from the scratch copy)."""
         head = self.head(name)
-        return object_format(self.file(name)) if head.startswith(AR_MAGIC) else _format_of_bytes(head)
+        return object_format(self.file(name)) if head.startswith(AR_MAGIC) else format_of_bytes(head)
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)

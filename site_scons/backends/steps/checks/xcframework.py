@@ -7,9 +7,9 @@ import plistlib
 import posixpath
 import re
 
-from ...model.engine import version_key
-from ..inspect import binary_archs, macho_min_os, macho_platforms
-from .view import ArchiveView
+from backends.binfmt.inspect import binary_archs, macho_min_os, macho_platforms
+from backends.model.engine import version_key
+from backends.steps.checks.view import ArchiveView
 
 _PLIST = re.compile(r"^([^/]+\.xcframework)/Info\.plist$")
 PLATFORMS = {("ios", ""): "ios", ("ios", "simulator"): "iossimulator", ("ios", "maccatalyst"): "maccatalyst",

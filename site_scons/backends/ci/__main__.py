@@ -1,0 +1,5 @@
+import sys
+
+from backends.ci.main import main
+
+sys.exit(main())

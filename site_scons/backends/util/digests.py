@@ -1,0 +1,124 @@
+"""Content digests of files, with a cache keyed by the file's full identity.
+
+Deciding whether a step is up to date means knowing the sha256 of its inputs and outputs,
+some of them hundreds of MB (wheels, archives). Hashing them on every no-op run would cost
+seconds, so a digest is remembered together with the file's identity: device, inode, size,
+and the nanosecond mtime and ctime. A replaced file has another inode or ctime, an edited
+one another ctime (which no tool can set back, unlike the mtime `touch -r` restores), so a
+remembered digest is only reused for the very same, untouched file. As git does for its
+index, an entry recorded less than RACY_NS after the file's last change is not trusted:
+timestamps are coarse, and a write in the same tick could keep them.
+
+A hard link shares its inode with the file it links, so a settled digest is also found by
+identity, whatever path it was taken under: a stage hard-linked from an extraction costs no
+second read. Linking changes the inode's ctime, so without that index every file of an
+extracted tree would be hashed again after the first stage.
+
+A tree (an extraction, a stage) has a digest too: one hash over every entry's relative path,
+kind, executable bit and content (a symlink's target), each file's content from the cache.
+
+The cache lives in one JSON file (build/digests.json), loaded once and saved at exit; a
+lost save (a killed run) only costs re-hashing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+from backends.util.files import atomic_write_text, list_tree, sha256_file
+
+RACY_NS = 2_000_000_000
+
+
+def _identity(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+class DigestCache:
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._entries: dict[str, dict[str, object]] = {}
+        self._dirty = False
+        self._lock = threading.Lock()
+        if path is not None and path.is_file():
+            try:
+                loaded = json.loads(path.read_text(encoding="utf-8"))
+                self._entries = loaded if isinstance(loaded, dict) else {}
+            except (OSError, ValueError):
+                self._entries = {}
+        self._by_identity = {self._identity_key(entry["identity"]): entry for entry in self._entries.values()
+                             if isinstance(entry, dict) and isinstance(entry.get("identity"), list)}
+
+    @staticmethod
+    def _identity_key(identity: list[int]) -> tuple[int, ...]:
+        return tuple(identity)
+
+    def digest(self, path: Path) -> str | None:
+        """The sha256 of `path`, or None when it does not exist (or is not a file)."""
+        key = os.path.abspath(path)
+        try:
+            st = os.stat(key)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        identity = _identity(st)
+        with self._lock:
+            entry = self._entries.get(key)
+            if not entry or entry.get("identity") != identity:
+                entry = self._by_identity.get(self._identity_key(identity))  # a hard link of a hashed file
+        if entry and entry.get("identity") == identity and self._settled(entry, st):
+            if self._entries.get(key) is not entry:
+                with self._lock:
+                    self._entries[key] = entry
+                    self._dirty = True
+            return str(entry["sha256"])
+        started = time.time_ns()
+        digest = sha256_file(key)
+        after = os.stat(key)
+        if _identity(after) != identity:  # written while we read it: do not remember
+            return digest
+        with self._lock:
+            entry = {"identity": identity, "sha256": digest, "hashed_at": started}
+            self._entries[key] = entry
+            self._by_identity[self._identity_key(identity)] = entry
+            self._dirty = True
+        return digest
+
+    def tree_digest(self, root: Path) -> str | None:
+        """One digest of the tree below `root`, or None when it is not a directory (or holds
+        what no package holds: a socket, a fifo, a device)."""
+        if not root.is_dir() or root.is_symlink():
+            return None
+        try:
+            entries = list_tree(root, with_hashes=False)
+        except (OSError, ValueError):
+            return None
+        digest = hashlib.sha256()
+        for entry in entries:
+            if entry.kind == "file":
+                content = self.digest(root / entry.path) or "missing"
+            else:
+                content = entry.target or ""
+            digest.update(f"{entry.kind}\0{entry.path}\0{entry.mode & 0o111:o}\0{content}\n".encode())
+        return digest.hexdigest()
+
+    @staticmethod
+    def _settled(entry: dict[str, object], st: os.stat_result) -> bool:
+        hashed_at = int(entry.get("hashed_at", 0))  # type: ignore[arg-type]
+        return max(st.st_mtime_ns, st.st_ctime_ns) + RACY_NS < hashed_at
+
+    def save(self) -> None:
+        if self.path is None or not self._dirty:
+            return
+        with self._lock:
+            live = {k: v for k, v in self._entries.items() if os.path.exists(k)}
+            text = json.dumps(live, sort_keys=True, separators=(",", ":"))
+            self._dirty = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path, text)
