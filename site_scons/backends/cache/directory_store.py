@@ -17,11 +17,15 @@ from typing import Mapping, Sequence
 from backends.cache.store import (
     CacheError,
     ReadOnly,
+    SignedEntryKept,
     entry_cap,
     entry_files,
     entry_names,
+    is_signed,
+    signed_entry_kept,
     warn,
 )
+from backends.cache.trust import SIGNATURE_SUFFIX
 from backends.util import http
 from backends.util.files import CHUNK_SIZE, remove_path, sha256_file
 from backends.util.locks import FileLock
@@ -127,6 +131,8 @@ class DirectoryStore:
                 try:
                     if _holds(entry, files):
                         return
+                    if not is_signed(files) and any(name.endswith(SIGNATURE_SUFFIX) for name in _names_in(entry)):
+                        raise SignedEntryKept(signed_entry_kept(str(self.root), key))
                     temp.mkdir()
                     for path in files:
                         shutil.copyfile(path, temp / path.name)
@@ -220,6 +226,13 @@ def _kind(mode: int) -> str:
     kinds = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink"),
              (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"))
     return next((name for test, name in kinds if test(mode)), "a device")
+
+
+def _names_in(entry: Path) -> list[str]:
+    try:
+        return os.listdir(entry)
+    except OSError:
+        return []
 
 
 def _holds(entry: Path, files: Sequence[Path]) -> bool:

@@ -11,7 +11,17 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
-from backends.cache.store import CacheError, ReadOnly, entry_cap, entry_names, warn
+from backends.cache.store import (
+    CacheError,
+    ReadOnly,
+    SignedEntryKept,
+    archive_of,
+    entry_cap,
+    entry_names,
+    is_signed,
+    signed_entry_kept,
+    warn,
+)
 from backends.cache.trust import SIGNATURE_SUFFIX
 from backends.util import http
 
@@ -57,6 +67,12 @@ class HttpStore:
             raise CacheError(f"{error}; not used") from None
 
     def put(self, key: str, files: Sequence[Path]) -> None:
+        """PUT every file, the manifest last. An unsigned writer first asks (one HEAD) whether the
+        entry is signed: a signature left beside other bytes would make readers refuse it."""
+        if not is_signed(files):
+            signature = archive_of(files).name + SIGNATURE_SUFFIX
+            if self._attempts(f"HEAD {key}/{signature}", partial(self._exists, key, signature)):
+                raise SignedEntryKept(signed_entry_kept(self.base, key))
         for path in sorted(files, key=lambda p: p.name.endswith(".json")):  # the manifest last
             self._attempts(f"PUT {key}/{path.name}", partial(self._put, key, path))
 
@@ -69,6 +85,9 @@ class HttpStore:
             warn(f"cannot tell whether {self.base} still holds {key}: {error}")
             return None
 
+    def _exists(self, key: str, name: str) -> bool:
+        return self._head(key, name, -1)
+
     def _head(self, key: str, name: str, size: int) -> bool:
         what = f"HEAD {key}/{name}"
         with self.client.open("HEAD", self._url(key, name), what=f"{self.base}: {what}") as answer:
@@ -76,7 +95,7 @@ class HttpStore:
                 return False
             if answer.status != 200:
                 raise _status_failure(self.base, what, answer.status)
-            return answer.length is None or answer.length == size
+            return size < 0 or answer.length is None or answer.length == size
 
     def _attempts(self, what: str, attempt: Callable[[], T]) -> T:
         """`attempt()` as the HTTP client retries it. A failure that outlasts the attempts is a

@@ -10,12 +10,17 @@ value redacted: its length and the key's kind, never its bytes. Looks like one:
   cache-keygen's `key=`): an item (between commas or colons) that is the base64 or hex of 32
   or 64 bytes, the size of an ed25519 seed or key pair (a raw seed pasted, Nix's
   `name:<base64>`); a public key (`ed25519:...`) is not secret.
+
+A URL that carries credentials (`https://user:token@host/...`, in `origin=`, `mirror=` or
+`binary_cache=`) is refused the same way: a location is printed in progress lines and
+recorded in manifests, so credentials go into ~/.netrc, which the HTTP client reads.
 """
 from __future__ import annotations
 
 import base64
 import binascii
 import re
+import urllib.parse
 
 from backends.cache.trust import KEY_VARIABLE, PUBLIC_PREFIX, SECRET_PREFIX
 
@@ -32,6 +37,19 @@ def looks_secret(name: str, value: str) -> bool:
     items = (part.strip() for item in value.split(",") if not item.strip().startswith(PUBLIC_PREFIX)
              for part in item.split(":"))
     return any(_is_key_material(item) for item in items)
+
+
+def has_url_credentials(value: str) -> bool:
+    """Whether an item of `value` (between commas, after a `<source>=`) is a URL with a user or password."""
+    for item in value.split(","):
+        location = item.strip().partition("=")[2] if "=" in item.split("://")[0] else item.strip()
+        try:
+            parts = urllib.parse.urlsplit(location)
+        except ValueError:
+            continue
+        if parts.scheme and parts.netloc and "@" in parts.netloc:
+            return True
+    return False
 
 
 def _is_key_material(text: str) -> bool:
@@ -54,6 +72,10 @@ def redacted(value: str) -> str:
 
 def refusal(name: str, value: str) -> str:
     """Why the option's value is refused, the value redacted ("" when it holds no secret)."""
+    if has_url_credentials(value) and not looks_secret(name, value):
+        return (f"{name}=<redacted: a URL with credentials, {len(value)} characters>: a location is printed and "
+                "recorded in manifests, so it must not carry a user or password; put them in ~/.netrc "
+                "(`machine <host> login <user> password <token>`, mode 0600), which the HTTP client reads")
     if not looks_secret(name, value):
         return ""
     shown = f"{name}={redacted(value)}"

@@ -20,10 +20,14 @@ from backends.cache.store import (
     CacheError,
     LookupFailed,
     ReadOnly,
+    SignedEntryKept,
     archive_cap,
+    archive_of,
     entry_files,
     entry_names,
+    is_signed,
     sidecar_cap,
+    signed_entry_kept,
     warn,
 )
 from backends.cache.trust import SIGNATURE_SUFFIX, key_id
@@ -216,7 +220,7 @@ class GitHubReleaseStore:
         beyond `keep` are deleted. A rate limit is a CacheError: the entry is not stored, said."""
         if not self.token:
             raise ReadOnly(f"{self.location}: no GITHUB_TOKEN to upload with")
-        archive = _archive_of(files)
+        archive = archive_of(files)
         size = archive.stat().st_size
         if size > RELEASE_ASSET_MAX_BYTES:
             raise CacheError(f"{self.location}: not stored: {archive.name} is {size:,} bytes, over the "
@@ -236,6 +240,8 @@ class GitHubReleaseStore:
                         for name, path, digest, label in zip(names, paths, digests, labels)]
                 if all(same):
                     return self._prune(leg, key)
+                if not is_signed(files) and _signer_of_entry(assets.get(names[1])):
+                    raise SignedEntryKept(signed_entry_kept(self.location, key))
                 for name, kept in ((names[1], False), (names[0], same[0])):  # the .entry first
                     if name in assets and not kept:
                         self.client.delete_asset(assets.pop(name))
@@ -334,14 +340,6 @@ def _mixed(body: dict, sidecar: bytes) -> str:
     return ""
 
 
-def _archive_of(files: Sequence[Path]) -> Path:
-    names = {path.name for path in files}
-    found = [path for path in files if path.name + ".json" in names]
-    if len(found) != 1:
-        raise CacheError(f"an entry is an archive and its sidecars; got {', '.join(sorted(names))}")
-    return found[0]
-
-
 def _leg_of(files: Sequence[Path], archive: Path) -> str:
     """The leg id the manifest names (the entries' label, by which a leg's keys are pruned)."""
     manifest = next(path for path in files if path.name == archive.name + ".json")
@@ -374,3 +372,9 @@ def github_release(location: str) -> ReleaseLocation:
         raise CacheError(f"binary_cache={location}: write github:<owner>/<repo>@<release tag>, optionally with "
                          "?keep=N, the keys kept per leg (a positive integer; default 2)")
     return ReleaseLocation(repo, tag, int(keep) if query else KEEP_DEFAULT)
+
+
+def _signer_of_entry(asset: dict | None) -> str:
+    """The signer an entry's label names ("" when unsigned or absent)."""
+    label = _ENTRY_LABEL.fullmatch(str((asset or {}).get("label") or ""))
+    return (label.group("signer") or "") if label else ""

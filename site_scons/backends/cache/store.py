@@ -23,6 +23,15 @@ class ReadOnly(CacheError):
     """The store may be read but not written."""
 
 
+class SignedEntryKept(CacheError):
+    """An unsigned write met an entry its writer signed: the signed entry stays."""
+
+
+def signed_entry_kept(location: str, key: str) -> str:
+    return (f"{location}: not stored: it holds a signed entry for {key[:12]}, which a writer without a key "
+            "(binary_cache_key=) does not replace")
+
+
 class Store(Protocol):
     @property
     def location(self) -> str:
@@ -38,6 +47,19 @@ class Store(Protocol):
         """Whether the entry of `key` is still there as it was stored (its files by name and
         size, `sizes`; a store shows what it can cheaply): a few stats or requests, never a
         download. None when the store cannot be asked now."""
+
+
+def archive_of(files: Sequence[Path]) -> Path:
+    """The archive among an entry's files (the one its manifest, `<archive>.json`, sits beside)."""
+    names = {path.name for path in files}
+    found = [path for path in files if path.name + ".json" in names]
+    if len(found) != 1:
+        raise CacheError(f"an entry is an archive and its sidecars; got {', '.join(sorted(names))}")
+    return found[0]
+
+
+def is_signed(files: Sequence[Path]) -> bool:
+    return any(path.name.endswith(SIGNATURE_SUFFIX) for path in files)
 
 
 def entry_names(archive: str) -> list[str]:

@@ -30,12 +30,12 @@ left, a reader evicts an entry that is not exactly its regular files.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from backends.cache.directory_store import DirectoryStore
 from backends.cache.http_store import HttpStore
 from backends.cache.release_store import GitHubReleaseStore, github_release
-from backends.cache.store import Store
+from backends.cache.store import Store, warn
 from backends.util.github import DEFAULT_API
 from backends.util.locations import is_url
 
@@ -48,3 +48,19 @@ def store_for(location: str, environ: Mapping[str, str]) -> Store:
     if is_url(location):
         return HttpStore(location)
     return DirectoryStore(Path(location))
+
+
+def is_remote(location: str) -> bool:
+    return location.startswith("github:") or is_url(location)
+
+
+def stores_for(locations: Sequence[str], environ: Mapping[str, str], offline: bool) -> list[Store]:
+    """The stores a run asks, in order; with `offline`, the directories only (a remote store is
+    the network, which offline=1 never touches), each left out said once."""
+    stores = []
+    for location in locations:
+        if offline and is_remote(location):
+            warn(f"{location}: not asked (offline=1 never touches the network; a directory store still is)")
+            continue
+        stores.append(store_for(location, environ))
+    return stores

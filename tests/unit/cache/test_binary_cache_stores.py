@@ -20,7 +20,7 @@ from backends.cache.directory_store import DirectoryStore, sweep_store
 from backends.cache.http_store import HttpStore
 from backends.cache.release_store import GitHubReleaseStore
 from backends.cache.store import CacheError, LookupFailed, ReadOnly
-from backends.cache.stores import store_for
+from backends.cache.stores import store_for, stores_for
 from backends.steps.archive import sha256_sidecar
 from backends.util import github as github_api
 from backends.util.buildtree import sweep_stale_temps, temp_places
@@ -407,7 +407,8 @@ def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", lengt
     handler.send_response(status)
     handler.send_header("Content-Length", str(len(body) if length is None else length))
     handler.end_headers()
-    handler.wfile.write(body)
+    if handler.command != "HEAD":
+        handler.wfile.write(body)
 
 
 @pytest.fixture
@@ -427,7 +428,7 @@ def http(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
             except OSError:  # the client gave up
                 self.close_connection = True
 
-        do_PUT = do_GET
+        do_PUT = do_HEAD = do_GET
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
@@ -574,10 +575,45 @@ def test_a_wait_for_the_store_is_said(http: Server, tmp_path: Path, monkeypatch:
 
 def test_a_store_refusing_writes_is_read_only(http: Server, tmp_path: Path) -> None:
     def refuse(handler: BaseHTTPRequestHandler) -> None:
+        if handler.command == "HEAD":  # reads are allowed: no signed entry there
+            return _send(handler, 404)
         handler.rfile.read(int(handler.headers["Content-Length"]))
         _send(handler, 403)
 
     http.respond = refuse
     with pytest.raises(ReadOnly, match=r"refuses writes \(HTTP 403\)"):
         HttpStore(http.base).put(KEY, _entry(tmp_path / "dist"))
-    assert len(http.requests) == 1
+    assert [method for method, _ in http.requests] == ["HEAD", "PUT"]  # the unsigned writer's one look first
+
+
+def test_an_unsigned_writer_never_replaces_a_signed_entry(http: Server, github: FakeGitHub, tmp_path: Path) -> None:
+    """A writer without a key meets an entry a signing writer stored: in a directory, over HTTP
+    and in a release, the signed entry stays (said, not a failure of the leg); a signing
+    writer still replaces an unsigned entry, and an unsigned one still writes where none is."""
+    signed, unsigned = _signed_entry(tmp_path / "signed"), _entry(tmp_path / "unsigned", b"PK other bytes")
+    signed[0].write_text('{"public_key": "ed25519:the CI key", "signature": "by the CI key"}\n')
+    for store in (DirectoryStore(tmp_path / "cache"), HttpStore(http.base), _github_store(github)):
+        store.put(KEY, signed)
+        with pytest.raises(CacheError, match="holds a signed entry for .*, which a writer without a key"):
+            store.put(KEY, unsigned)
+        assert store.fetch(KEY, ARCHIVE, tmp_path / "got" / type(store).__name__)
+        got = tmp_path / "got" / type(store).__name__
+        assert (got / ARCHIVE).read_bytes() == b"PK archive" and (got / (ARCHIVE + ".sig")).is_file()
+    fresh = DirectoryStore(tmp_path / "fresh")
+    fresh.put(KEY, unsigned)
+    fresh.put(KEY, signed)
+    assert (tmp_path / "fresh" / KEY / (ARCHIVE + ".sig")).is_file()
+
+
+def test_offline_asks_no_remote_store_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """offline=1 never touches the network: HTTP and GitHub release stores are left out, each
+    said once; a directory store is still asked. Without offline, all three are."""
+    locations = [str(tmp_path / "dir"), "https://cache.example.org/anira", "github:owner/repo@cache"]
+    online = stores_for(locations, {}, offline=False)
+    assert [type(store) for store in online] == [DirectoryStore, HttpStore, GitHubReleaseStore]
+    assert capsys.readouterr().err == ""
+    offline = stores_for(locations, {}, offline=True)
+    assert [type(store) for store in offline] == [DirectoryStore]
+    said = capsys.readouterr().err.splitlines()
+    assert said == [f"binary cache: {location}: not asked (offline=1 never touches the network; a directory store "
+                    "still is)" for location in locations[1:]]

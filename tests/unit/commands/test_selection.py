@@ -37,6 +37,7 @@ SEED = _secret(b"a seed typed on the command line")
 SECRET = "ed25519-secret:" + SEED
 ENV_SECRET = "ed25519-secret:" + _secret(b"the CI secret in the environment")
 NIX_SECRET = "cache.example.org-1:" + _secret(b"a Nix secret key", 64)
+URL_TOKEN = "ghp_" + _secret(b"a token pasted into a URL").rstrip("=").replace("+", "A").replace("/", "B")
 REDACTED_SECRET = f"<redacted: ed25519-secret:..., {len(SECRET)} characters>"
 
 
@@ -153,6 +154,11 @@ BAD_INPUTS = [
     ({"origin": SECRET}, (ORT_SHARED,), f"origin={REDACTED_SECRET} holds what looks like a secret key"),
     ({"binary_cache": f"/srv/{SECRET}"}, (), "holds what looks like a secret key, which no option takes"),
     ({"version": SECRET}, (), "version=<redacted: ed25519-secret:"),
+    ({"binary_cache": f"https://ci:{URL_TOKEN}@cache.example.org/anira"}, (),
+     "must not carry a user or password; put them in ~/.netrc"),
+    ({"mirror": f"https://{URL_TOKEN}@mirror.example.org/"}, (), "mirror=<redacted: a URL with credentials"),
+    ({"origin": f"release=https://user:{URL_TOKEN}@files.example.org/torch.whl"}, (ORT_SHARED,),
+     "origin=<redacted: a URL with credentials"),
 ]
 
 
@@ -165,7 +171,7 @@ def test_bad_input_names_what_is_valid(matrix, arguments, targets, message):
 
 def _shows_secret(text: str) -> bool:
     """Whether `text` holds any 8 characters in a row of a secret's base64."""
-    return any(secret[i:i + 8] in text for secret in (SEED, ENV_SECRET.split(":")[1], NIX_SECRET.split(":")[1])
+    return any(secret[i:i + 8] in text for secret in (SEED, ENV_SECRET.split(":")[1], NIX_SECRET.split(":")[1], URL_TOKEN)
                for i in range(len(secret) - 7))
 
 
