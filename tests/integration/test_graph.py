@@ -123,6 +123,22 @@ def test_second_run_executes_no_step(built):
     assert fixtures.step_manifests(project) == before
 
 
+def test_another_home_reruns_nothing_for_the_smoke_builds_in_a_home_of_its_own(built, tmp_path):
+    """The user's HOME is no input of the smoke: the consumer build gets a home of its own, so
+    nothing of ~/.cmake or a tool's configuration there can change what it finds. (An upstream
+    build's HOME stays an input: pip's and bazelisk's caches live there.)"""
+    project, _ = built
+    logs = sorted(project.glob("build/legs/*/logs/smoke*.log"))
+    assert logs
+    for log in logs:
+        homes = [line.strip() for line in log.read_text().splitlines() if line.strip().startswith("HOME=")]
+        assert homes and all(home.endswith("/home") and str(project) in home for home in homes), log
+    other = tmp_path / "another-home"
+    other.mkdir()
+    question = scons(project, "-q", "engine=fixbin", "flavor=all", env={"HOME": str(other)})  # prebuilt: no build step
+    assert question.returncode == 0, str(question)
+
+
 def test_manifests_record_sources_and_patches(built, upstreams):
     project, _ = built
     manifest = json.loads((project / "dist" / (fixsrc_archive(GPU_LEG) + ".json")).read_text())

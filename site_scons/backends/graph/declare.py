@@ -38,6 +38,7 @@ from backends.steps import source as source_step
 from backends.steps import upstream as upstream_step
 from backends.steps.checks import origin as origin_check
 from backends.steps.context import LegDirs
+from backends.steps.smoke import OWN_VARIABLES
 from backends.util.canonical import canonical, digest, plain
 from backends.util.locations import origin_filename
 from backends.util.toolchain import identity
@@ -431,7 +432,8 @@ class Graph:
         mode = self.host.run_mode(plan.leg, plan.smoke)
         environ = self.run.environ
         tools = ("cmake", "ninja", "ctest", "cc", "c++", *SMOKE_TOOLS.get(mode, ()))
-        return {"smoke": plan.smoke, "run_mode": mode, "environment": passed_environment(environ),
+        passed = {name: value for name, value in passed_environment(environ).items() if name not in OWN_VARIABLES}
+        return {"smoke": plan.smoke, "run_mode": mode, "environment": passed,
                 "tools": identity(tools, environ.get("PATH", os.defpath)) if plan.smoke and mode else {}}
 
 

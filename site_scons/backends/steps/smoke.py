@@ -138,6 +138,12 @@ TOOLCHAIN_FILES = {
 }
 
 
+# What the consumer build is given of its own, never the user's: a home of its own (no
+# ~/.cmake package registry or tool configuration of this user's can change what it finds), so
+# the user's HOME is no input of the step.
+OWN_VARIABLES = ("HOME",)
+
+
 def emulator_env(mode: str, environ: Mapping[str, str], leg_dir: Path) -> dict[str, str]:
     """What the emulator reads from the environment. Wine keeps its Windows tree in a
     prefix made on first use (~10 s): `$WINEPREFIX`, else `wineprefix/` in the leg's
@@ -162,7 +168,9 @@ def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path
     work.mkdir(parents=True, exist_ok=True)
     build_dir = work / "build"
     project = project_root / spec.project
-    env = limited_env(emulator_env(mode, environ, work.parent))
+    home = work / "home"
+    home.mkdir()
+    env = limited_env({**emulator_env(mode, environ, work.parent), "HOME": str(home)})
     defines = [f"-D{key}={value}" for key, value in spec.defines.items()]
     if mode in TOOLCHAIN_FILES:
         defines.append(f"-DCMAKE_TOOLCHAIN_FILE={project.parent / TOOLCHAIN_FILES[mode]}")
