@@ -16,18 +16,23 @@ import os
 import secrets
 import subprocess
 import sys
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import Callable, Mapping, Sequence
 
 from backends.ci.main import append_to_runner_file
+from backends.probes.visual_studio import INSTALLER_DIR, TOOLS_COMPONENTS, components_for, install_command
 
-VSWHERE = Path("Microsoft Visual Studio") / "Installer" / "vswhere.exe"
-# The workload component that holds each target's compiler.
-COMPONENTS = {"x64": "Microsoft.VisualStudio.Component.VC.Tools.x86.x64",
-              "arm64": "Microsoft.VisualStudio.Component.VC.Tools.ARM64"}
+# Where vswhere is and which component holds each target's compiler: the same facts host set-up
+# reads (probes/visual_studio.py).
+VSWHERE = Path(*PureWindowsPath(INSTALLER_DIR).parts, "vswhere.exe")
+COMPONENTS = TOOLS_COMPONENTS
 HOSTS = {"AMD64": "x64", "ARM64": "arm64"}  # PROCESSOR_ARCHITECTURE -> vcvarsall's name
-INSTALL = ("install Visual Studio 2022 Build Tools with the \"Desktop development with C++\" workload "
-           "(and, for arm64, the MSVC ARM64 build tools component)")
+
+
+def _install(target: str) -> str:
+    return ('install Visual Studio Build Tools with the "Desktop development with C++" workload: '
+            + install_command(components_for(target)))
+
 
 # An argument list, or for cmd.exe a whole command line: Python's quoting of a list (\" inside
 # "...") is not cmd's.
@@ -56,15 +61,15 @@ def vcvars_argument(target: str, host: str) -> str:
 def find_vcvarsall(target: str, environ: Mapping[str, str], run: Run = _run) -> Path:
     vswhere = Path(environ.get("ProgramFiles(x86)", r"C:\Program Files (x86)")) / VSWHERE
     if not vswhere.is_file():
-        raise MsvcError(f"{vswhere} is missing: {INSTALL}")
+        raise MsvcError(f"{vswhere} is missing: {_install(target)}")
     found = run([str(vswhere), "-latest", "-products", "*", "-requires", COMPONENTS[target], "-property",
                  "installationPath"])
     install = found.stdout.strip().splitlines()[0].strip() if found.returncode == 0 and found.stdout.strip() else ""
     if not install:
-        raise MsvcError(f"vswhere finds no Visual Studio with {COMPONENTS[target]}: {INSTALL}")
+        raise MsvcError(f"vswhere finds no Visual Studio with {COMPONENTS[target]}: {_install(target)}")
     vcvarsall = Path(install) / "VC" / "Auxiliary" / "Build" / "vcvarsall.bat"
     if not vcvarsall.is_file():
-        raise MsvcError(f"{vcvarsall} is missing: repair the installation, or {INSTALL}")
+        raise MsvcError(f"{vcvarsall} is missing: repair the installation, or {_install(target)}")
     return vcvarsall
 
 

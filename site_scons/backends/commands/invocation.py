@@ -32,6 +32,7 @@ from backends.model.leg import Leg, leg_id
 from backends.model.matrix import Matrix
 from backends.model.plan import Download, Plan
 from backends.model.recipes import plan_all
+from backends.model.runner_needs import NDK_VERSION
 from backends.model.selection import Filters, SelectionError, select, select_ids, suggest
 from backends.model.vocab import FLAVORS, KINDS, VocabularyError, canonical_platform
 from backends.probes.host import Host
@@ -448,7 +449,8 @@ def check_buildable(legs: Sequence[Leg], host: Host, environ: Mapping[str, str])
                 f"{leg.id} builds on {leg.runner} ({runner_os}-{runner_arch}); this host is {host.platform}. "
                 f"`scons plan=1 {leg.id}` shows its commands, `scons list` what builds here")
         if leg.toolchain == "android" and not environ.get("ANDROID_NDK_HOME"):
-            raise SelectionError(f"{leg.id} needs the Android NDK (toolchain android): set ANDROID_NDK_HOME (NDK r27b)")
+            raise SelectionError(f"{leg.id} needs the Android NDK (toolchain android): "
+                                 f"set ANDROID_NDK_HOME (NDK {NDK_VERSION})")
 
 
 def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix, root: Path, host: Host,

@@ -21,6 +21,8 @@ def _flag(value: bool) -> str:
 # stops first, so the compiler cache is still saved (`if: always()`) when it fails or runs
 # out of time, and a re-run continues from it; a leg whose cold build (`cold_hours`) needs
 # longer says so in `scons list`.
+NDK_VERSION = "r27b"  # the Android NDK CI installs for `toolchain = "android"` legs (_legs.yml)
+
 BUILD_STEP_MINUTES = 300
 JOB_MINUTES = 345
 

@@ -21,7 +21,8 @@ from backends.model.plan import Plan
 from backends.model.recipes import plan_all
 from backends.probes import visual_studio
 from backends.probes.host import Host
-from backends.probes.host_needs import NDK_VERSION, Need, Package, describe, load_packages, needs_here
+from backends.model.runner_needs import NDK_VERSION
+from backends.probes.host_needs import Need, Package, describe, load_packages, needs_here
 from backends.util import toolchain
 
 # The package manager whose rows name what to install on each host OS.

@@ -16,14 +16,13 @@ from typing import Iterable, Sequence
 
 from backends.model.matrix import Matrix
 from backends.model.plan import Command, Plan
-from backends.model.runner_needs import Setup, leg_setup
+from backends.model.runner_needs import NDK_VERSION, Setup, leg_setup
 from backends.probes import visual_studio
 from backends.probes.host import Host
 
 PACKAGES_FILE = Path(__file__).with_name("host_packages.txt")
 MANAGERS = ("apt", "brew", "winget", "npm", "pip")
 SETS = ("main", "dev", "leg", "build")
-NDK_VERSION = "r27b"  # what CI installs (_legs.yml, nttld/setup-ndk)
 # The LLVM tools verify reads a package's binaries with (binfmt/inspect.py), per binary format;
 # and the librarian the bundle step merges static libraries with (steps/bundle.py; ELF archives
 # are merged by the GNU ar that comes with the compiler).

@@ -691,3 +691,9 @@ def test_sign_applies_to_shared_macos_legs_and_refuses_archives(tmp_path: Path,
     archive.write_bytes(b"")
     assert sign.main([str(archive)]) == 2
     assert "before the archive step" in capsys.readouterr().err
+
+
+def test_the_workflow_installs_the_ndk_the_data_names() -> None:
+    """One NDK version: what the build's own check and host set-up name is what CI installs."""
+    step = gha.step("_legs.yml", "build", f"Android NDK {runner_needs.NDK_VERSION}")
+    assert step.body["with"]["ndk-version"] == runner_needs.NDK_VERSION
