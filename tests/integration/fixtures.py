@@ -291,7 +291,8 @@ def main():
     # "<seconds>[:<text>]": sleep after configuring (only when <text> is in the build dir).
     pause, _, where = os.environ.get("FIXSRC_BUILD_SLEEP", "").partition(":")
     if pause and where in str(build):
-        (build / "SLEEPING").write_text(str(os.getpid()))
+        (build / "SLEEPING.tmp").write_text(str(os.getpid()))
+        os.replace(build / "SLEEPING.tmp", build / "SLEEPING")  # whole when seen: a test reads the pid at once
         print("fixsrc build.py: sleeping", flush=True)
         until = time.monotonic() + float(pause)
         while time.monotonic() < until and not (build / "RELEASE").exists():  # a test may end the pause
