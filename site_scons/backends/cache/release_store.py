@@ -9,10 +9,11 @@ import json
 import os
 import re
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Mapping, NamedTuple, Sequence
+from typing import Iterator, Mapping, NamedTuple, Sequence
 
 from backends.cache.store import (
     MANIFEST_CAP,
@@ -97,10 +98,27 @@ class GitHubReleaseStore:
     _release: dict | None = field(default=None, repr=False)
     _listed: bool = field(default=False, repr=False)
     _assets: dict[str, dict] | None = field(default=None, repr=False)
+    _given_up: str = field(default="", repr=False)
 
     @property
     def location(self) -> str:
         return f"github:{self.repo}@{self.tag}"
+
+    @contextmanager
+    def _asking(self) -> Iterator[None]:
+        """A call that got no answer at all (a transport failure, after the client's retries and
+        deadlines) gives the store up for the rest of the run, as the HTTP store does: one
+        trickling API costs a run its bounded wait once, not once per leg."""
+        if self._given_up:
+            raise GitHubError(f"not asked again: {self._given_up} earlier in this run")
+        try:
+            yield
+        except RateLimited:
+            raise
+        except GitHubError as error:
+            if error.unanswered:
+                self._given_up = str(error)
+            raise
 
     @cached_property
     def client(self) -> GitHub:
@@ -130,9 +148,10 @@ class GitHubReleaseStore:
         when no release can be seen (none yet, or a token that cannot list drafts). A rate
         limit that outlasts the wait is a LookupFailed, any other failure a CacheError."""
         try:
-            if self._find() is None:
-                return None
-            assets = self._asset_map()
+            with self._asking():
+                if self._find() is None:
+                    return None
+                assets = self._asset_map()
         except RateLimited as error:
             raise LookupFailed(f"{self.location}: the listing could not be made: {error}") from None
         except GitHubError as error:
@@ -149,20 +168,21 @@ class GitHubReleaseStore:
 
     def fetch(self, key: str, archive: str, dest: Path) -> bool:
         try:
-            assets = self._asset_map()
-            body, entry = assets.get(f"{key}-{archive}"), assets.get(f"{key}-{archive}{ENTRY_SUFFIX}")
-            if body is None or entry is None or not (_uploaded(body) and _uploaded(entry)):
-                return False
-            dest.mkdir(parents=True, exist_ok=True)
-            sidecars = self._entry_files(entry, archive, dest)
-            mixed = _mixed(body, sidecars[archive + ".sha256"])
-            if mixed:
-                raise CacheError(f"{self.location}: the entry {key} {mixed}")
-            for name in entry_files(archive):
-                (dest / name).unlink(missing_ok=True)
-            for name, data in sidecars.items():
-                (dest / name).write_bytes(data)
-            self.client.download(body, dest / archive, archive_cap(sidecars[archive + ".json"]))
+            with self._asking():
+                assets = self._asset_map()
+                body, entry = assets.get(f"{key}-{archive}"), assets.get(f"{key}-{archive}{ENTRY_SUFFIX}")
+                if body is None or entry is None or not (_uploaded(body) and _uploaded(entry)):
+                    return False
+                dest.mkdir(parents=True, exist_ok=True)
+                sidecars = self._entry_files(entry, archive, dest)
+                mixed = _mixed(body, sidecars[archive + ".sha256"])
+                if mixed:
+                    raise CacheError(f"{self.location}: the entry {key} {mixed}")
+                for name in entry_files(archive):
+                    (dest / name).unlink(missing_ok=True)
+                for name, data in sidecars.items():
+                    (dest / name).write_bytes(data)
+                self.client.download(body, dest / archive, archive_cap(sidecars[archive + ".json"]))
         except RateLimited as error:
             raise LookupFailed(f"{self.location}: the lookup of {key} could not be made: {error}") from None
         except GitHubError as error:
@@ -175,7 +195,8 @@ class GitHubReleaseStore:
         """From the run's one listing: both assets uploaded, the archive's of its size (the
         sidecars travel inside the `.entry` asset)."""
         try:
-            assets = self._asset_map()
+            with self._asking():
+                assets = self._asset_map()
         except GitHubError as error:
             warn(f"cannot tell whether {self.location} still holds {key}: {error}")
             return None

@@ -40,9 +40,10 @@ SECONDARY_WAIT = 60.0  # GitHub: "otherwise, wait for at least one minute", doub
 class GitHubError(RuntimeError):
     """A GitHub API call that failed; the message names the call and GitHub's answer."""
 
-    def __init__(self, message: str, status: int = 0) -> None:
+    def __init__(self, message: str, status: int = 0, unanswered: bool = False) -> None:
         super().__init__(message)
         self.status = status  # the HTTP status GitHub answered with; 0 when there was none
+        self.unanswered = unanswered  # no answer at all after the client's retries (connection, deadlines)
 
 
 class RateLimited(GitHubError):
@@ -110,6 +111,8 @@ class GitHub:
             return self.http.retrying(what, attempt)
         except http.Busy as error:
             raise GitHubError(f"{what}: {error}", error.status) from None
+        except http.Transient as error:
+            raise GitHubError(f"{what}: {error}", unanswered=True) from None
         except http.HttpError as error:
             raise GitHubError(f"{what}: {error}") from None
 

@@ -240,6 +240,30 @@ def test_a_release_asset_of_the_size_its_manifest_declares_is_fetched(github: Fa
     assert (tmp_path / "got" / ARCHIVE).read_bytes() == ARCHIVE_BYTES
 
 
+def test_an_api_that_never_answers_gives_the_release_store_up_for_the_run(github: FakeGitHub,
+                                                                          tmp_path: Path) -> None:
+    """One bounded wait per run, not one per leg: after a lookup got no answer at all, the
+    store's later lookups and presence checks ask nothing (the HTTP store does the same)."""
+    github.hostile[f"/repos/{REPO}/releases"] = CASES["headers trickled"].answer()
+    store = _release_store(github)
+    with pytest.raises(CacheError, match=r"no complete answer in 0\.5 s"):
+        store.fetch(KEY, ARCHIVE, tmp_path / "first")
+    asked = github.requests()
+    with pytest.raises(CacheError, match=r"not asked again: .*no complete answer.* earlier in this run"):
+        store.fetch(KEY, ARCHIVE, tmp_path / "second")
+    assert store.holds(KEY, ARCHIVE, {ARCHIVE: LIMIT}) is None
+    assert github.requests() == asked
+
+
+def test_an_api_that_answers_an_error_is_asked_again(github: FakeGitHub, tmp_path: Path) -> None:
+    """The other direction: an answer (here a 10^12-byte one, refused) is no reason to give up."""
+    github.hostile[f"/repos/{REPO}/releases"] = CASES["a 10^12 Content-Length"].answer()
+    store = _release_store(github)
+    for attempt in ("first", "second"):
+        with pytest.raises(CacheError, match="it announces 1,000,000,000,000 bytes"):
+            store.fetch(KEY, ARCHIVE, tmp_path / attempt)
+
+
 API_CASES = {name: CASES[name] for name in ("a 10^12 Content-Length", "a gzip bomb", "headers trickled")}
 
 
