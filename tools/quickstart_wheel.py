@@ -17,16 +17,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import socket
-import ssl
 import subprocess
 import sys
 import tempfile
-import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -67,38 +61,26 @@ def sources(environ: Mapping[str, str], cpu_index: str = CPU_INDEX) -> list[Sour
 
 def unreachable(index: str, seconds: float = PROBE_SECONDS) -> str:
     """Why `index` does not answer for torch within `seconds` (the whole exchange); "" when it does."""
-    answers: queue.Queue[str] = queue.Queue()
-    # A daemon thread: a server that never finishes answering cannot hold this process.
-    threading.Thread(target=lambda: answers.put(_ask(f"{index.rstrip('/')}/torch/", seconds)), daemon=True).start()
-    try:
-        return answers.get(timeout=seconds)
-    except queue.Empty:
-        return f"no answer in {seconds:g} s"
+    from backends.util import http
 
-
-def _ask(url: str, seconds: float) -> str:
+    limits = http.Limits(connect_s=seconds, answer_s=seconds, read_s=seconds, deadline_s=seconds, attempts=1)
     try:
-        with urllib.request.urlopen(url, timeout=seconds) as answer:
-            answer.read(1)
-        return ""
-    except urllib.error.HTTPError as error:
-        return f"it answers HTTP {error.code}" if error.code >= 500 else ""  # a 404: pip says what it lacks
-    except urllib.error.URLError as error:
-        return _reason(error.reason, seconds)
-    except (OSError, ValueError) as error:
+        with http.Client(limits, notice=lambda _: None) as client, \
+                client.open("GET", f"{index.rstrip('/')}/torch/", what="probe") as answer:
+            status = answer.status
+    except http.HttpError as error:
         return _reason(error, seconds)
+    return f"it answers HTTP {status}" if status >= 500 else ""  # a 404: pip says what it lacks
 
 
-def _reason(error: object, seconds: float) -> str:
-    if isinstance(error, socket.gaierror):
-        return "its host does not resolve"
-    if isinstance(error, ConnectionRefusedError):
-        return "the connection is refused"
-    if isinstance(error, TimeoutError):  # socket.timeout too
+def _reason(error: Exception, seconds: float) -> str:
+    from backends.util import http
+
+    if isinstance(error, http.Unreachable):
+        return "its host does not resolve" if "resolve" in str(error) else "the connection is refused"
+    if isinstance(error, http.Transient):  # timed out, stalled or broke: no answer within the probe
         return f"no answer in {seconds:g} s"
-    if isinstance(error, ssl.SSLError):
-        return f"TLS fails ({error.reason or error})"
-    return str(error)
+    return str(error)  # TLS, an invalid URL
 
 
 def download(source: Source, requirement: str, dest: Path, python: str = sys.executable) -> Path:
