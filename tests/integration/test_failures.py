@@ -193,3 +193,39 @@ def test_bad_command_line_writes_nothing(project_factory, args, message):
     assert not (project / "build").exists() and not (project / "dist").exists()
     assert _listing(project) == before
     assert _listing(project.parent) == around, "a refused command wrote beside the project"
+
+
+def _recipe_raising(project: Path, raised: str) -> None:
+    """The fixsrc recipe's plan raises `raised` (Python source) when the graph is read."""
+    recipe = project / "engines/fixsrc/recipe.py"
+    recipe.write_text(recipe.read_text() + f"""
+
+from backends.util.errors import BackendsError
+
+
+class Odd(BackendsError):
+    status = 3
+
+
+def plan(leg, engine, archive):
+    raise {raised}
+""")
+
+
+def test_a_named_error_while_reading_the_graph_is_one_line_and_its_exit_status(project_factory):
+    project = project_factory(fixbin=False)
+    _recipe_raising(project, 'Odd("fixsrc cannot be planned here: do this instead")')
+    run = scons(project, "fixsrc-linux-x86_64-shared")
+    assert run.returncode == 3, str(run)
+    assert run.stderr.strip().splitlines()[-1] == "scons: *** fixsrc cannot be planned here: do this instead", str(run)
+    assert "Traceback" not in run.stderr, str(run)
+
+
+def test_an_unexpected_exception_while_reading_the_graph_shows_its_traceback(project_factory):
+    """A FileNotFoundError from a programming error is not swallowed into a message."""
+    project = project_factory(fixbin=False)
+    _recipe_raising(project, 'FileNotFoundError(2, "No such file or directory", "/nowhere/recipe-data")')
+    run = _failed(scons(project, "fixsrc-linux-x86_64-shared"))
+    # SCons's own form of a traceback: every frame, down to the recipe's line.
+    assert run.stderr.startswith("FileNotFoundError: [Errno 2] No such file or directory: '/nowhere/recipe-data'"), str(run)
+    assert 'engines/fixsrc/recipe.py", line' in run.stderr and 'raise FileNotFoundError' in run.stderr, str(run)

@@ -22,6 +22,8 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO, Callable
 
+from backends.util.errors import BackendsError
+
 ELF_MAGIC = b"\x7fELF"
 ET_DYN = 3
 PT_LOAD, PT_DYNAMIC = 1, 2
@@ -39,7 +41,7 @@ _MAX_SYMBOLS = 1 << 26
 Read = Callable[[int, int], bytes]  # (offset, size) -> at most size bytes from offset
 
 
-class ElfError(ValueError):
+class ElfError(BackendsError, ValueError):
     """Bytes that are no well-formed ELF shared object; the message says what is wrong."""
 
 

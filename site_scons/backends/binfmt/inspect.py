@@ -16,6 +16,7 @@ from backends.binfmt.macho import macho_archs
 from backends.binfmt.objects import AR_MAGIC, FormatError, iter_archive_members, nm_symbol_table, object_format
 from backends.model.engine import version_key
 from backends.util import toolchain
+from backends.util.errors import BackendsError
 
 _OFFSET_SUFFIX = re.compile(r"\s+\(offset \d+\)$")
 ELF_TYPE_SHARED = 3  # e_type ET_DYN
@@ -23,7 +24,7 @@ _LOAD_DYLIB_COMMANDS = {"LC_LOAD_DYLIB", "LC_LOAD_WEAK_DYLIB", "LC_REEXPORT_DYLI
                         "LC_LAZY_LOAD_DYLIB", "LC_LOAD_UPWARD_DYLIB"}
 
 
-class InspectError(RuntimeError):
+class InspectError(BackendsError, RuntimeError):
     """A library could not be read by the tool inspecting it; `path` is the file."""
 
     def __init__(self, message: str, path: Path | None = None) -> None:

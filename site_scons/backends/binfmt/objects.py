@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from backends.util import toolchain
+from backends.util.errors import BackendsError
 
 AR_MAGIC = b"!<arch>\n"
 AR_THIN_MAGIC = b"!<thin>\n"
@@ -40,7 +41,7 @@ _SPECIAL_MEMBERS = {"/", "//", "/SYM64/", "/<ECSYMBOLS>/", "/<HYBRIDMAP>/"}
 _MAX_MEMBERS_PROBED = 16
 
 
-class FormatError(RuntimeError):
+class FormatError(BackendsError, RuntimeError):
     """A file that cannot be read as the object format it is taken for; the message names it."""
 
 

@@ -21,6 +21,7 @@ import stat
 from pathlib import Path
 from typing import Callable
 
+from backends.util.errors import BackendsError
 from backends.util.files import make_dirs
 
 SECRET_MODE = 0o600
@@ -31,7 +32,7 @@ TRUST_CAP = 64 * 1024  # a list of about a thousand keys
 POSIX = os.name == "posix"
 
 
-class KeyFileError(ValueError):
+class KeyFileError(BackendsError, ValueError):
     """A key file that may not be used; the message names it, why, and what to do."""
 
 

@@ -13,9 +13,10 @@ from backends.cache.trust import SIGNATURE_SUFFIX
 from backends.model.plan import RELEASE_ASSET_MAX_BYTES
 from backends.steps.publish import published_files
 from backends.util import http
+from backends.util.errors import BackendsError
 
 
-class CacheError(RuntimeError):
+class CacheError(BackendsError, RuntimeError):
     """A binary cache could not be used; the message names it and why."""
 
 
@@ -106,7 +107,7 @@ def entry_cap(name: str, archive: str, manifest: Path) -> http.Cap:
         return archive_cap(b"")
 
 
-class LookupFailed(RuntimeError):
+class LookupFailed(BackendsError, RuntimeError):
     """A store could not be asked at all: GitHub's rate limit outlasted the bounded wait. Not a
     CacheError on purpose: a CacheError is reported and the leg rebuilt, while a lookup that
     could not be made fails the run (in CI: the leg's job), never a silent miss."""

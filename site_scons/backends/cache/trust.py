@@ -34,6 +34,7 @@ from backends.cache.key_files import (
     read_secret_key,
     read_trusted_keys,
 )
+from backends.util.errors import BackendsError
 
 FORMAT = 1
 SIGNATURE_SUFFIX = ".sig"
@@ -46,7 +47,7 @@ UNSIGNED = "unsigned"
 TRUSTED_KEYS_FILE = Path("keys/binary-cache.pub")
 
 
-class TrustError(ValueError):
+class TrustError(BackendsError, ValueError):
     """A key that cannot be read or written; the message names it and why."""
 
 

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Mapping
 
+from backends.util.errors import BackendsError
+
 PINS = Path(".github") / "anira.toml"
 MODELS_DIR = PurePosixPath("extras/models")  # where anira's CMake looks for them
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
-class PinError(RuntimeError):
+class PinError(BackendsError, RuntimeError):
     """The pins are malformed, or a pinned checkout failed; the message names which."""
 
 

@@ -33,6 +33,7 @@ from typing import Any, Mapping, Sequence
 from backends.ci import anira_pins
 from backends.ci.release import SUMS_NAME
 from backends.model.plan import Plan
+from backends.util.errors import BackendsError
 from backends.util.files import sha256_file
 
 # The engines anira's AniraBackends.cmake knows, by the <ENGINE> of its variables.
@@ -50,7 +51,7 @@ TOP_LEVEL = ("include", "lib", "share", "bin")
 GATE_ARTIFACT = "anira-gate-{}"
 
 
-class GateError(RuntimeError):
+class GateError(BackendsError, RuntimeError):
     """The release cannot be put through anira's tests as asked; the message says why."""
 
 

@@ -34,6 +34,7 @@ from backends.model.matrix import Matrix, engine_names, load_matrix
 from backends.model.plan import Plan
 from backends.model.recipes import plan_all
 from backends.model.runner_needs import Setup, compiler_cache_max, leg_setup
+from backends.util.errors import BackendsError
 
 if TYPE_CHECKING:
     from backends.ci import cache_hits as ci_cache
@@ -67,7 +68,7 @@ ALL = "all"
 NONE = "none"
 
 
-class CiError(RuntimeError):
+class CiError(BackendsError, RuntimeError):
     """A CI decision that cannot be made; the message says why and what to do."""
 
 

@@ -21,6 +21,7 @@ from typing import Callable, Mapping, Sequence
 
 from backends.ci.main import append_to_runner_file
 from backends.probes.visual_studio import INSTALLER_DIR, TOOLS_COMPONENTS, components_for, install_command
+from backends.util.errors import BackendsError
 
 # Where vswhere is and which component holds each target's compiler: the same facts host set-up
 # reads (probes/visual_studio.py).
@@ -39,7 +40,7 @@ def _install(target: str) -> str:
 Run = Callable[[Sequence[str] | str], subprocess.CompletedProcess[str]]
 
 
-class MsvcError(RuntimeError):
+class MsvcError(BackendsError, RuntimeError):
     """No usable MSVC on this host; the message says what to install."""
 
 

@@ -36,6 +36,7 @@ from backends.model.engine import DataError
 from backends.model.matrix import load_matrix
 from backends.model.recipes import plan_all
 from backends.pins.inputs import FILE, GIT, Input, collect, unpinned
+from backends.util.errors import BackendsError
 from backends.util.github import GitHub, GitHubError, add_api_arguments, redacting_printer
 
 ENGINE_FILES = "engines/*/engine.toml"
@@ -48,7 +49,7 @@ TOKEN_RIGHTS = "Contents: Read and write and Pull requests: Read and write on th
 SUMMARY_DIFF_LIMIT = 200_000  # characters; a job summary holds at most 1 MiB per step
 
 
-class RefreshError(RuntimeError):
+class RefreshError(BackendsError, RuntimeError):
     """The pull request cannot be made; the message says why."""
 
 

@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from backends.model.plan import RELEASE_ASSET_MAX_BYTES
 from backends.steps import sbom
 from backends.steps.publish import write_published
+from backends.util.errors import BackendsError
 from backends.util.files import sha256_file
 from backends.util.github import GitHub, GitHubError, add_api_arguments, holds, redacting_printer
 
@@ -46,7 +47,7 @@ SBOM_SUFFIX = ".spdx.json"
 STEPS = ("draft", "publish")
 
 
-class ReleaseError(RuntimeError):
+class ReleaseError(BackendsError, RuntimeError):
     """The release cannot proceed; the message says what to do."""
 
 

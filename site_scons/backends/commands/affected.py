@@ -29,6 +29,7 @@ from backends.model.engine import DataError
 from backends.model.matrix import Matrix, load_matrix
 from backends.model.plan import Download, Plan
 from backends.model.recipes import leg_engine, plan_leg
+from backends.util.errors import BackendsError
 from backends.util.textfit import format_table
 
 # What a leg's key reads from the tree; the rest of <ref> (its code, docs, tests) is not used.
@@ -38,7 +39,7 @@ AGGREGATE_PART = "legs"  # an aggregate's input keys: compared through the input
 WIDTH = 110
 
 
-class AffectedError(RuntimeError):
+class AffectedError(BackendsError, RuntimeError):
     """`since=` names nothing git can read here, or <ref>'s data does not load."""
 
 

@@ -29,11 +29,12 @@ from backends.probes.host import Host, detect_host
 from backends.probes.host_checks import Facts, Finding, check
 from backends.probes.host_needs import describe, load_packages, needs_here
 from backends.steps.sign import IDENTITY_ENV
+from backends.util.errors import BackendsError
 
 STATUS_WIDTH = 8
 
 
-class SetupError(RuntimeError):
+class SetupError(BackendsError, RuntimeError):
     """Bad input: an unknown leg or platform."""
 
 

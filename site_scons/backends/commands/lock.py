@@ -50,11 +50,12 @@ from backends.steps import fetch as fetch_step
 from backends.steps import git
 from backends.steps.podspec import PodspecError, podspec_field
 from backends.util.buildtree import TreeBusy, lock_tree
+from backends.util.errors import BackendsError
 from backends.util.locations import url_filename
 from backends.util.textfit import format_table
 
 
-class LockError(RuntimeError):
+class LockError(BackendsError, RuntimeError):
     """An input that cannot be pinned, or a recorded pin upstream contradicts."""
 
 

@@ -11,12 +11,13 @@ from typing import Callable
 
 from backends.model.schema import version_problem
 from backends.model.vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES
+from backends.util.errors import BackendsError
 
 BOOL_TRUE = ("1", "yes", "true", "on")
 BOOL_FALSE = ("0", "no", "false", "off")
 
 
-class OptionError(ValueError):
+class OptionError(BackendsError, ValueError):
     """An option value that is not valid; the message says what is."""
 
 

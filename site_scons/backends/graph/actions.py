@@ -9,7 +9,6 @@ names the leg, the step and a log; it is remembered for the end-of-run summary.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
 import os
 import shutil
@@ -24,7 +23,6 @@ from typing import Any, Callable, Mapping
 from SCons.Errors import BuildError
 from SCons.Node.Python import Value
 
-from backends.binfmt.inspect import InspectError
 from backends.cache.entry import check_entry, restored_record
 from backends.cache.key import LegKey
 from backends.cache.store import CacheError, Store, warn
@@ -37,7 +35,7 @@ from backends.model.matrix import Matrix
 from backends.model.plan import Download, Plan
 from backends.model.recipe_kit import LICENSE_ROOT
 from backends.model.submodules import advice
-from backends.pins.engine_toml import PinConflict, record_commit, record_pin
+from backends.pins.engine_toml import record_commit, record_pin
 from backends.probes.host import Host
 from backends.runner.run import RunError, heartbeat
 from backends.steps import archive as archive_step
@@ -51,17 +49,14 @@ from backends.steps import source as source_step
 from backends.steps import stage as stage_step
 from backends.steps import upstream as upstream_step
 from backends.steps import verify as verify_step
-from backends.steps.bundle import BundleError
 from backends.steps.checks import origin as origin_check
 from backends.steps.checks.described import tree_problems
-from backends.steps.context import ExpandError, LegDirs
-from backends.steps.extract import ExtractError, extract
-from backends.steps.source import PatchError
-from backends.steps.stage import StageError
-from backends.steps.universal import UniversalError, universal_tree
+from backends.steps.context import LegDirs
+from backends.steps.extract import extract
+from backends.steps.universal import universal_tree
+from backends.util.errors import EXIT_ERROR, BackendsError
 from backends.util.files import hardlink_or_copy, list_tree, sha256_file, write_json
 from backends.util.locations import is_url, origin_filename, url_filename
-from backends.util.toolchain import ToolMissing
 
 # Steps that run after a leg's archive is published (they take it as it is).
 AFTER_PUBLISH = frozenset({"store"})
@@ -70,13 +65,8 @@ AFTER_PUBLISH = frozenset({"store"})
 FAULT_VARIABLE = "ANIRA_FAULT"
 
 
-class StepFailure(RuntimeError):
+class StepFailure(BackendsError, RuntimeError):
     """A step that cannot do its work; the message says why and what to do."""
-
-
-NAMED_ERRORS = (StepFailure, fetch_step.FetchError, ExtractError, PatchError, StageError, archive_step.ArchiveError,
-                verify_step.ContractError, InspectError, BundleError, UniversalError, ExpandError, RunError,
-                ToolMissing, publish_step.PublishError, git_step.GitError, PinConflict, sbom.SbomError, OSError)
 
 
 @dataclass(frozen=True)
@@ -173,14 +163,15 @@ def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
         run.summary.step_done(step.leg, step.name)
         _inject_fault(step)
         print(f"[{step.name}] {step.leg} done in {elapsed:.1f} s", flush=True)
-    except Exception as error:  # every step error becomes one clear SCons failure
-        message = _message(error)
+    except Exception as error:  # every step error becomes one clear SCons failure, with its exit status
+        message = str(error)
         log = _failure_log(run, step, message)
         for leg in step.legs:
             run.summary.step_failed(leg, step.name, log)
         if os.environ.get("ANIRA_TRACEBACK") or not _named(error):
             traceback.print_exc()
-        raise BuildError(errstr=f"{step.leg}: {step.name} failed: {message}") from error
+        raise BuildError(errstr=f"{step.leg}: {step.name} failed: {message}",
+                         exitstatus=error.status if isinstance(error, BackendsError) else EXIT_ERROR) from error
     return None
 
 
@@ -197,14 +188,7 @@ def inputs_of(node: Any) -> Inputs:
 
 def _named(error: Exception) -> bool:
     """The project's own errors say what is wrong; anything else is a bug and shows its traceback."""
-    return isinstance(error, NAMED_ERRORS)
-
-
-def _message(error: BaseException) -> str:
-    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-        where = error.filename or "the disk"
-        return f"no space left on {where}; free some (`scons gc=1` removes unreferenced trees) and run again"
-    return str(error)
+    return isinstance(error, BackendsError)
 
 
 def _failure_log(run: RunContext, step: Step, message: str) -> Path:

@@ -40,6 +40,7 @@ from backends.steps.checks import origin as origin_check
 from backends.steps.context import LegDirs
 from backends.steps.smoke import OWN_VARIABLES
 from backends.util.canonical import canonical, digest, plain
+from backends.util.errors import BackendsError
 from backends.util.locations import origin_filename
 from backends.util.toolchain import identity
 
@@ -53,7 +54,7 @@ def short_hash(*parts: object) -> str:
     return digest(parts)[:16]
 
 
-class GraphError(ValueError):
+class GraphError(BackendsError, ValueError):
     """A leg that cannot be declared on this host as asked (e.g. a missing aggregate input)."""
 
 

@@ -17,9 +17,10 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from backends.model.selection import suggest
+from backends.util.errors import BackendsError
 
 
-class DataError(ValueError):
+class DataError(BackendsError, ValueError):
     """The project's own data files are inconsistent."""
 
 

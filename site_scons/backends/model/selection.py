@@ -7,9 +7,10 @@ from typing import Callable, Iterable, Sequence
 
 from backends.model.leg import Leg
 from backends.model.vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES, VocabularyError, canonical_platform
+from backends.util.errors import BackendsError
 
 
-class SelectionError(ValueError):
+class SelectionError(BackendsError, ValueError):
     """A command-line selection that is invalid or matches no leg."""
 
 

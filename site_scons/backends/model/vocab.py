@@ -5,6 +5,8 @@ Aliases are accepted on input and never written back.
 """
 from __future__ import annotations
 
+from backends.util.errors import BackendsError
+
 ENGINES = ("onnxruntime", "libtorch", "tflite", "litert", "executorch")
 OSES = ("macos", "linux", "windows", "android", "ios", "wasm")
 KINDS = ("shared", "static", "xcframework")
@@ -81,7 +83,7 @@ RUNNERS = {
 MSVC_ARCH = {"x86_64": "x64", "arm64": "arm64"}
 
 
-class VocabularyError(ValueError):
+class VocabularyError(BackendsError, ValueError):
     """An input token that is not part of the vocabulary."""
 
 

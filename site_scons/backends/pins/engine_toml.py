@@ -13,6 +13,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backends.util.errors import BackendsError
 from backends.util.files import atomic_write_text
 from backends.util.locks import FileLock
 
@@ -58,7 +59,7 @@ def edited(text: str, changes: Changes, where: Path) -> str:
     return text
 
 
-class PinConflict(RuntimeError):
+class PinConflict(BackendsError, RuntimeError):
     """A `lock=1` build would replace a pin recorded meanwhile (by `scons lock`, say)."""
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.util import http
+from backends.util.errors import BackendsError
 from backends.util.files import atomic_write_bytes
 
 EXTENSION = "GL_EXT_integer_dot_product"
@@ -83,7 +84,7 @@ MANUAL_TOO_OLD = (
 )
 
 
-class ProbeError(RuntimeError):
+class ProbeError(BackendsError, RuntimeError):
     """A remedy step failed; the message names the command."""
 
 

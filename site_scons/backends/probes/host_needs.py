@@ -19,6 +19,7 @@ from backends.model.plan import Command, Plan
 from backends.model.runner_needs import NDK_VERSION, Setup, leg_setup
 from backends.probes import visual_studio
 from backends.probes.host import Host
+from backends.util.errors import BackendsError
 
 PACKAGES_FILE = Path(__file__).with_name("host_packages.txt")
 MANAGERS = ("apt", "brew", "winget", "npm", "pip")
@@ -40,7 +41,7 @@ ACCELERATOR_SDK_LIBRARIES = {"dml": ("d3d12.lib", "dxgi.lib")}
 PROGRAM_WORDS = {"c++": "a C++ compiler (c++)"}
 
 
-class PackagesError(ValueError):
+class PackagesError(BackendsError, ValueError):
     """host_packages.txt holds a row that is not `manager sets package programs`."""
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from backends.runner import containment
+from backends.util.errors import BackendsError
 from backends.util.locks import FileLock
 
 POLICY_FLOOR_KEY = "CMAKE_POLICY_VERSION_MINIMUM"
@@ -63,7 +64,7 @@ PROGRESS_STEP_PERCENT = 10
 EXIT_NOT_FOUND = 127
 
 
-class RunError(RuntimeError):
+class RunError(BackendsError, RuntimeError):
     """A command failed; the message names the step, exit code, log and output tail."""
 
     def __init__(self, label: str, returncode: int, log: Path, tail: Sequence[str],

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar
 
+from backends.util.errors import BackendsError
 from backends.util.files import CHUNK_SIZE, FileEntry, atomic_write_text, list_tree, sha256_file, temp_path_for
 
 FORMATS = ("zip", "tar.gz", "7z")
@@ -52,7 +53,7 @@ _MSDOS_DIRECTORY = 0x10
 T = TypeVar("T")
 
 
-class ArchiveError(Exception):
+class ArchiveError(BackendsError):
     """The tree could not be archived; `out` was left untouched."""
 
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from backends.runner.run import resolve_program
+from backends.util.errors import BackendsError
 from backends.util.files import atomic_write_text
 
 # The LiteRT recipe also writes this collector into the Android container's build script,
@@ -44,7 +45,7 @@ COLLECT_STAR = """def format(target):
 """
 
 
-class ClosureError(RuntimeError):
+class ClosureError(BackendsError, RuntimeError):
     """A Bazel query failed or found nothing; the message says which and what to check."""
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from backends.binfmt.objects import nm_symbol_table, object_format
 from backends.util import toolchain
+from backends.util.errors import BackendsError
 from backends.util.files import temp_path_for
 
 STATIC_SUFFIXES = (".a", ".lib")
@@ -36,7 +37,7 @@ IMPORT_LIB_SUFFIXES = (".dll.a",)
 _ALIAS_NAME = re.compile(r"\bin\d+\.a\b")
 
 
-class BundleError(RuntimeError):
+class BundleError(BackendsError, RuntimeError):
     """Bundling failed; the message names the tool and carries its output."""
 
 

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from backends.steps.venv import interpreter as venv_interpreter
+from backends.util.errors import BackendsError
 
 _SYMBOL = re.compile(r"\{([a-z_]+\??;?)(?::([^{}]*))?\}")
 _ENV_SYMBOL = re.compile(r"\{env\??;?:([A-Za-z0-9_]+)\}")
 
 
-class ExpandError(ValueError):
+class ExpandError(BackendsError, ValueError):
     """A plan symbol that has no value on this machine (e.g. an unset required variable)."""
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from backends.binfmt.inflate import open_member
+from backends.util.errors import BackendsError
 from backends.util.files import CHUNK_SIZE, FileEntry, list_tree
 
 _FORMAT_SUFFIXES = (
@@ -54,7 +55,7 @@ _UNREADABLE = (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile, zlib.err
                _SevenZipFailure)
 
 
-class ExtractError(Exception):
+class ExtractError(BackendsError):
     """An archive could not be extracted safely; nothing was left at the destination."""
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Iterator
 
 from backends.util import http
+from backends.util.errors import BackendsError
 from backends.util.files import CHUNK_SIZE, sha256_file, write_json
 from backends.util.locations import UnsupportedLocation, locate
 from backends.util.locks import FileLock
@@ -44,7 +45,7 @@ MAX_DOWNLOAD_BYTES = 16 * 1024**3
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
-class FetchError(Exception):
+class FetchError(BackendsError):
     """A file could not be fetched or did not verify; the message says what to do."""
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from backends.runner.run import RunError, limited_env, run
+from backends.util.errors import BackendsError
 from backends.util.locations import local_path
 from backends.util.locks import FileLock
 
@@ -36,7 +37,7 @@ _ENV = {"GIT_TERMINAL_PROMPT": "0"}  # a missing repository fails instead of ask
 Module = tuple[str, str, str]  # a submodule: (name, path, the commit the superproject records)
 
 
-class GitError(RuntimeError):
+class GitError(BackendsError, RuntimeError):
     """A ref or commit no remote has, or a git command that failed; the message says which."""
 
 

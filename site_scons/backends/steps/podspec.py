@@ -25,12 +25,13 @@ from pathlib import Path
 from backends.pins.engine_toml import record_pin
 from backends.steps.extract import ExtractError, extract
 from backends.steps.fetch import Download, Fetched, FetchError, FetchSettings, fetch
+from backends.util.errors import BackendsError
 
 DEFAULT_CACHE = ".cache/downloads"  # the `cache` option's default, relative to the repository
 DEVICE_SLICE = "ios-arm64"
 
 
-class PodspecError(RuntimeError):
+class PodspecError(BackendsError, RuntimeError):
     """The podspec, the pin or the archive is not what the step needs; the message says why."""
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from backends.steps.archive import FORMATS
+from backends.util.errors import BackendsError, environment_failure
 from backends.util.files import (
     atomic_write_bytes,
     canonical_json,
@@ -53,7 +54,7 @@ FILE_MODE = 0o644  # every file published into dist/ (archives, sidecars, releas
 DIR_MODE = 0o755  # every directory the project creates there
 
 
-class PublishError(RuntimeError):
+class PublishError(BackendsError, RuntimeError):
     """The archive and its sidecars disagree, or dist/ could not be written."""
 
 
@@ -173,7 +174,8 @@ def _writing(target: Path) -> Iterator[None]:
     except OSError as error:
         if error.errno is None or error.errno == errno.EXDEV:
             raise
-        raise OSError(error.errno, error.strerror, os.fspath(target)) from error
+        failure = environment_failure(error, target)
+        raise (OSError(error.errno, error.strerror, os.fspath(target)) if failure is error else failure) from error
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -55,6 +55,7 @@ from backends.model.engine import Engine
 from backends.model.plan import Plan
 from backends.model.recipe_kit import LICENSE_ROOT
 from backends.steps.archive import archive_epoch
+from backends.util.errors import BackendsError
 from backends.util.files import atomic_write_bytes, canonical_json, sha256_file
 
 SPDX_VERSION = "SPDX-2.3"
@@ -67,7 +68,7 @@ LEG_REFERENCES = ("leg", "platform", "kind", "config", "flavor", "accelerator")
 _ID_CHARACTERS = re.compile(r"[^A-Za-z0-9.-]+")
 
 
-class SbomError(RuntimeError):
+class SbomError(BackendsError, RuntimeError):
     """The SBOM could not be made, or a document is no valid SPDX 2.3; the message says why."""
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from backends.util.errors import BackendsError
+
 IDENTITY_ENV = "DEV_ID_APP"
 SIGN_ARGS = ("--force", "--timestamp", "--options", "runtime")
 VERIFY_ARGS = ("--verify", "--strict", "--verbose=2")
@@ -28,7 +30,7 @@ VERIFY_ARGS = ("--verify", "--strict", "--verbose=2")
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
-class SignError(RuntimeError):
+class SignError(BackendsError, RuntimeError):
     """codesign failed; the message names the file and carries codesign's output (redacted)."""
 
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from backends.util.errors import BackendsError
 from backends.util.files import hardlink_or_copy, mirror_tree, sha256_file
 from backends.util.globs import matches
 
 
-class PatchError(RuntimeError):
+class PatchError(BackendsError, RuntimeError):
     """A patch that no longer applies to the upstream text."""
 
 

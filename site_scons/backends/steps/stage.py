@@ -10,11 +10,12 @@ from backends.binfmt.objects import object_format
 from backends.model.plan import Bundle, CopyRule, Plan
 from backends.steps.bundle import listed_archives, merge_static, tree_archives
 from backends.steps.context import ExpandError, LegDirs, expand
+from backends.util.errors import BackendsError
 from backends.util.files import hardlink_or_copy
 from backends.util.globs import find, matches_any
 
 
-class StageError(RuntimeError):
+class StageError(BackendsError, RuntimeError):
     """A staging rule that cannot be satisfied."""
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 from backends.binfmt.macho import macho_archs
 from backends.binfmt.objects import object_format
 from backends.util import toolchain
+from backends.util.errors import BackendsError
 from backends.util.files import temp_path_for
 
 
-class UniversalError(RuntimeError):
+class UniversalError(BackendsError, RuntimeError):
     """Lipo inputs or package trees that cannot be merged into a universal one."""
 
 

@@ -21,12 +21,13 @@ from backends.steps.checks.undefined import check_undefined
 from backends.steps.checks.versions import check_header_api, check_versions
 from backends.steps.checks.view import ArchiveError, ArchiveView, open_archive
 from backends.steps.checks.xcframework import check_xcframeworks
+from backends.util.errors import BackendsError
 from backends.util.globs import matches, matches_any
 
 _UNREADABLE = (ArchiveError, OSError, EOFError, zipfile.BadZipFile, zlib.error, tarfile.TarError)
 
 
-class ContractError(AssertionError):
+class ContractError(BackendsError, AssertionError):
     """The archive breaks its leg's contract; the message lists every violation."""
 
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Iterator, TextIO
 
+from backends.util.errors import BackendsError
 from backends.util.files import remove_path
 from backends.util.locks import FileLock, LockBusy
 
@@ -23,7 +24,7 @@ STEP_DIRS = ("downloads", "git", "extract", "src")
 _TEMP = re.compile(r"\.(?:tmp|old)-(\d+)(?:-\d+)?$")
 
 
-class TreeBusy(RuntimeError):
+class TreeBusy(BackendsError, RuntimeError):
     """Another run holds the tree and this one was told not to wait."""
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from backends.util.errors import environment
+
 CHUNK_SIZE = 1 << 20
 
 EntryKind = Literal["file", "dir", "symlink"]
@@ -91,14 +93,15 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, fsync: bool = 
     final = Path(path)
     temp = temp_path_for(final)
     try:
-        with open(temp, "wb") as stream:
+        with environment(final), open(temp, "wb") as stream:
             if mode is not None:
                 os.chmod(temp, mode)
             stream.write(data)
             if fsync:
                 stream.flush()
                 os.fsync(stream.fileno())
-        os.replace(temp, final)
+        with environment(final):
+            os.replace(temp, final)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
@@ -166,15 +169,16 @@ def hardlink_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -
 
     A symlink `src` is recreated as a symlink with the same target, never followed.
     """
-    if os.path.islink(src):
-        os.symlink(os.readlink(src), dst)
-        return
-    try:
-        os.link(src, dst)
-    except OSError as error:
-        if error.errno not in _LINK_FALLBACK_ERRNOS:
-            raise
-        shutil.copy2(src, dst, follow_symlinks=False)
+    with environment(dst):
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), dst)
+            return
+        try:
+            os.link(src, dst)
+        except OSError as error:
+            if error.errno not in _LINK_FALLBACK_ERRNOS:
+                raise
+            shutil.copy2(src, dst, follow_symlinks=False)
 
 
 def mirror_tree(origin: str | os.PathLike[str], dest: str | os.PathLike[str],
@@ -185,7 +189,8 @@ def mirror_tree(origin: str | os.PathLike[str], dest: str | os.PathLike[str],
     source, target = extended_length(origin, windows), extended_length(dest, windows)
     for root, dirs, files in os.walk(source):
         here = target + root[len(source):]
-        os.makedirs(here, exist_ok=True)
+        with environment(here):
+            os.makedirs(here, exist_ok=True)
         for name in sorted(dirs):
             if os.path.islink(os.path.join(root, name)):
                 copy(os.path.join(root, name), os.path.join(here, name))
@@ -210,7 +215,8 @@ def make_dirs(directory: Path, mode: int) -> None:
         directory = directory.parent
     for path in reversed(missing):
         try:
-            path.mkdir()
+            with environment(path):
+                path.mkdir()
         except FileExistsError:
             if not path.is_dir():
                 raise

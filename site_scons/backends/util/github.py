@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO, TypeVar
 
 from backends.util import http
+from backends.util.errors import BackendsError
 
 T = TypeVar("T")
 
@@ -37,7 +38,7 @@ RATE_LIMIT_WAIT = 900.0
 SECONDARY_WAIT = 60.0  # GitHub: "otherwise, wait for at least one minute", doubled on each repeat
 
 
-class GitHubError(RuntimeError):
+class GitHubError(BackendsError, RuntimeError):
     """A GitHub API call that failed; the message names the call and GitHub's answer."""
 
     def __init__(self, message: str, status: int = 0, unanswered: bool = False) -> None:

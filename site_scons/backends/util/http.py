@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple, TypeVar, cast
 
+from backends.util.errors import BackendsError
+
 # requests takes ~0.1 s to import: it is imported when the first request is made, so a null
 # build, plan=1 or list never pays for it.
 if TYPE_CHECKING:
@@ -76,7 +78,7 @@ class Cap(NamedTuple):
     what: str  # "the size its manifest declares", "the limit for a manifest", ...
 
 
-class HttpError(Exception):
+class HttpError(BackendsError):
     """An exchange that gave no usable answer; the message says why (the caller says what it
     asked). `attempts`: how many attempts ended in it."""
 

@@ -7,8 +7,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from backends.util.errors import BackendsError
 
-class UnsupportedLocation(ValueError):
+
+class UnsupportedLocation(BackendsError, ValueError):
     """A URL of a scheme the project cannot read."""
 
 

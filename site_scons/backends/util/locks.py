@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from backends.util.errors import BackendsError
+
 POLL_SECONDS = 0.1
 
 if sys.platform.startswith("win"):
@@ -45,7 +47,7 @@ else:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-class LockBusy(RuntimeError):
+class LockBusy(BackendsError, RuntimeError):
     """The lock is held by someone else and the caller would not wait."""
 
     def __init__(self, path: Path, holder: str) -> None:

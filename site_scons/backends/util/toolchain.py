@@ -13,6 +13,8 @@ import subprocess
 import sys
 from typing import Iterable
 
+from backends.util.errors import BackendsError
+
 # Debian/apt.llvm.org suffixes, newest first.
 LLVM_SUFFIXES = tuple(range(20, 13, -1))
 
@@ -29,7 +31,7 @@ _NATIVE_EQUIVALENTS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
-class ToolMissing(RuntimeError):
+class ToolMissing(BackendsError, RuntimeError):
     """A tool a step needs is not installed on this host."""
 
 

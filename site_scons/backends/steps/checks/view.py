@@ -34,6 +34,7 @@ from backends.binfmt.inspect import (
 from backends.binfmt.objects import AR_MAGIC, format_of_bytes, object_format
 from backends.binfmt.scan import CHUNK, HEAD, Member, Scanned, scan
 from backends.steps.extract import ExtractError, _name_problem, archive_format, canonical_name
+from backends.util.errors import BackendsError
 from backends.util.files import FileEntry, list_tree
 from backends.util.globs import matches
 
@@ -49,7 +50,7 @@ _SLICE = re.compile(r"^([^/]+\.xcframework)/([^/]+)/")
 _ABI_DIR = re.compile(r"^lib/([^/]+)/[^/]+$")
 
 
-class ArchiveError(ValueError):
+class ArchiveError(BackendsError, ValueError):
     """The archive cannot be read at all."""
 
 
