@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from backends.runner import containment
-from backends.util.errors import BackendsError
+from backends.util.errors import BackendsError, environment
 from backends.util.locks import FileLock
 
 POLICY_FLOOR_KEY = "CMAKE_POLICY_VERSION_MINIMUM"
@@ -259,12 +259,14 @@ def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
     stream = status_stream if status_stream is not None else sys.stderr
     full_env = child_env(env)
     log = Path(log)
-    log.parent.mkdir(parents=True, exist_ok=True)
     tail: collections.deque[str] = collections.deque(maxlen=max(tail_lines, 0))
     status = StatusLine(label, stream, echo)
     started = time.monotonic()
 
-    with open(log, "a", encoding="utf-8", errors="replace", newline="\n", buffering=1) as log_file:
+    with environment(log):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        opened = open(log, "a", encoding="utf-8", errors="replace", newline="\n", buffering=1)
+    with opened as log_file:
         log_file.write(_log_header(argv, cwd, full_env, label))
         log_file.flush()
         program = resolve_program(str(argv[0]), full_env.get("PATH"))

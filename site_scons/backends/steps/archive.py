@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar
 
-from backends.util.errors import BackendsError
+from backends.util.errors import BackendsError, environment
 from backends.util.files import CHUNK_SIZE, FileEntry, atomic_write_text, list_tree, sha256_file, temp_path_for
 
 FORMATS = ("zip", "tar.gz", "7z")
@@ -67,20 +67,26 @@ def write_archive(root: Path, out: Path, fmt: str = "zip", *, threads: int | Non
         raise ArchiveError(f"cannot archive {root}: not a directory; stage the tree first")
     entries = list_tree(root, with_hashes=False)
     epoch = archive_epoch()
-    out.parent.mkdir(parents=True, exist_ok=True)
     temp = temp_path_for(out)
     try:
-        if fmt == "zip":
-            with open(temp, "w+b") as stream:
-                _write_zip(root, entries, stream, threads or _cpu_count(), level, epoch)
-        elif fmt == "tar.gz":
-            _write_tar_gz(root, entries, temp, level, epoch)
-        else:
-            _write_7z(root, entries, temp, level, epoch)
-        os.replace(temp, out)
+        with environment(out):
+            _write_format(root, entries, out, temp, fmt, threads, level, epoch)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+def _write_format(root: Path, entries: list[FileEntry], out: Path, temp: Path, fmt: str, threads: int | None,
+                  level: int, epoch: int) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "zip":
+        with open(temp, "w+b") as stream:
+            _write_zip(root, entries, stream, threads or _cpu_count(), level, epoch)
+    elif fmt == "tar.gz":
+        _write_tar_gz(root, entries, temp, level, epoch)
+    else:
+        _write_7z(root, entries, temp, level, epoch)
+    os.replace(temp, out)
 
 
 def sha256_sidecar(out: Path) -> Path:

@@ -1,6 +1,7 @@
 """archive.py: deterministic zip (parallel deflate, hand-written container), tar.gz, 7z."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -17,6 +18,7 @@ import pytest
 from backends.steps import archive
 from backends.steps.archive import ArchiveError, sha256_sidecar, write_archive
 from backends.steps.extract import extract
+from backends.util.errors import EnvironmentFailure
 from backends.util.files import list_tree
 
 SMALL_PIECE = 64 << 10  # so "big" multi-piece files stay small in tests
@@ -226,3 +228,17 @@ def test_crc32_combine_matches_zlib() -> None:
                           (os.urandom(1000), os.urandom(70000))]:
         combined = archive._crc32_combine(zlib.crc32(first), zlib.crc32(second), len(second))
         assert combined == zlib.crc32(first + second)
+
+
+def test_a_full_disk_under_an_archive_names_the_archive(tmp_path: Path) -> None:
+    """The archive step writes through to a disk that is full (/dev/full stands in for the temp)."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    tree, out = tmp_path / "tree", tmp_path / "out" / "a.tar.gz"
+    tree.mkdir()
+    (tree / "lib.so").write_bytes(os.urandom(1 << 16))
+    out.parent.mkdir()
+    os.symlink("/dev/full", archive.temp_path_for(out))
+    with pytest.raises(EnvironmentFailure) as raised:
+        archive.write_archive(tree, out, "tar.gz")
+    assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, str(out))

@@ -79,3 +79,4 @@ def test_a_copy_refused_names_its_destination(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(EnvironmentFailure) as raised:
         files.hardlink_or_copy(source, dest)
     assert raised.value.filename == str(dest)
+
