@@ -125,13 +125,6 @@ class RunContext:
         return self.root / "dist"
 
 
-RUN: list[RunContext] = []
-
-
-def _run() -> RunContext:
-    return RUN[0]
-
-
 def _read(path: str | Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
@@ -143,7 +136,7 @@ def describe(target: list[Any], source: list[Any], env: Any) -> str:
 
 
 def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
-    run = _run()
+    run: RunContext = env["GRAPH_RUN"]
     record = run.records.record_of(target[0].abspath)
     step = run.steps[record]
     inputs = inputs_of(target[0])
@@ -232,10 +225,9 @@ def _withdraw(run: RunContext, leg_id: str) -> None:
 
 # -- fetch / extract / patch ------------------------------------------------------------------
 
-def fetch(engine_name: str, download: Download, origin: str, record: Path) -> StepResult:
-    run = _run()
+def fetch(run: RunContext, engine_name: str, download: Download, origin: str, record: Path) -> StepResult:
     if download.kind == "git":
-        return _git_checkout(engine_name, download, origin, record)
+        return _git_checkout(run, engine_name, download, origin, record)
     settings = run.settings
     if download.optional and not download.sha256 and not origin and not settings.lock:
         print(f"[fetch] {download.filename}: not pinned, not fetched (`scons lock` records it; the texts may come "
@@ -244,7 +236,7 @@ def fetch(engine_name: str, download: Download, origin: str, record: Path) -> St
                            "skipped": "not pinned"})
     fetched = fetch_step.fetch(
         fetch_step.Download(url=origin or download.url, filename=origin_filename(origin) if origin else download.filename,
-                            sha256=_origin_pin(engine_name, origin) if origin else (download.sha256 or None)),
+                            sha256=_origin_pin(run, engine_name, origin) if origin else (download.sha256 or None)),
         fetch_step.FetchSettings(cache_dir=settings.cache, mirrors=settings.mirrors, offline=settings.offline,
                                  lock=settings.lock or bool(origin)))
     if settings.lock and not origin and not download.sha256:
@@ -254,16 +246,15 @@ def fetch(engine_name: str, download: Download, origin: str, record: Path) -> St
     return StepResult(body, outputs=(fetched.path,))
 
 
-def _origin_pin(engine_name: str, origin: str) -> str | None:
+def _origin_pin(run: RunContext, engine_name: str, origin: str) -> str | None:
     """A URL origin is held to any pin recorded for its file name; a local file is the user's own."""
     if not is_url(origin):
         return None
-    return _run().matrix.engines[engine_name].pinned_sha256(url_filename(origin))
+    return run.matrix.engines[engine_name].pinned_sha256(url_filename(origin))
 
 
-def _git_checkout(engine_name: str, download: Download, origin: str, record: Path) -> StepResult:
+def _git_checkout(run: RunContext, engine_name: str, download: Download, origin: str, record: Path) -> StepResult:
     """The source at its pinned commit, from the cache's mirror (fetched into it once)."""
-    run = _run()
     if not download.commit and not run.settings.lock:
         raise StepFailure(f"{download.url} at {download.ref} has no commit pin: `scons lock engine={engine_name}` "
                           "records it from any host (git ls-remote), or build with lock=1 to record it here")
@@ -304,7 +295,7 @@ def fetched_file(fetch_manifest: Path) -> Path:
     return path
 
 
-def extract_download(download: Download, fetch_manifest: Path, dest: Path,
+def extract_download(run: RunContext, download: Download, fetch_manifest: Path, dest: Path,
                      fits: origin_check.Expectation | None = None, label: str = "") -> StepResult:
     """The download's tree; an origin (`fits`: what the leg takes it for) is refused here,
     before anything is staged, when its binaries contradict the leg."""
@@ -315,7 +306,7 @@ def extract_download(download: Download, fetch_manifest: Path, dest: Path,
     if download.roots and root == tree:
         raise StepFailure(f"{archive.name} has none of the top-level directories {', '.join(download.roots)}")
     if fits is not None:
-        refused = origin_check.judge_tree(fits, tree, root, _run().matrix, label or archive.name, entries)
+        refused = origin_check.judge_tree(fits, tree, root, run.matrix, label or archive.name, entries)
         if refused:
             shutil.rmtree(dest)  # no later run may take it: the step leaves no record
             raise StepFailure(refused)
@@ -370,8 +361,7 @@ def _source_key(nodes: LegNodes) -> str:
     return json.dumps(public(_read(nodes.source_manifest)), sort_keys=True)
 
 
-def build(leg_id: str) -> StepResult:
-    run = _run()
+def build(run: RunContext, leg_id: str) -> StepResult:
     nodes = run.legs[leg_id]
     dirs = resolved_dirs(nodes)
     plan = nodes.plan
@@ -401,8 +391,7 @@ def _missing_submodule(nodes: LegNodes, error: RunError) -> RunError | None:
     return submodule_check.check(error, checkouts, lambda source, path: advice(nodes.engine, source, path))
 
 
-def stage(leg_id: str) -> StepResult:
-    run = _run()
+def stage(run: RunContext, leg_id: str) -> StepResult:
     nodes = run.legs[leg_id]
     dirs = resolved_dirs(nodes)
     signs = signs_here(run, nodes.plan.leg)
@@ -430,8 +419,7 @@ def signs_here(run: RunContext, leg: Any) -> bool:
     return leg.code_signed and sign.will_sign(run.environ)
 
 
-def merge(leg_id: str, input_archives: list[Path]) -> StepResult:
-    run = _run()
+def merge(run: RunContext, leg_id: str, input_archives: list[Path]) -> StepResult:
     nodes = run.legs[leg_id]
     leg, dirs = nodes.plan.leg, nodes.dirs
     unpacked = []
@@ -471,8 +459,7 @@ def _android_bundle(abis: list[str], unpacked: list[Path], stage_dir: Path) -> l
 
 # -- archive / verify / smoke / publish ---------------------------------------------------------
 
-def archive(leg_id: str) -> StepResult:
-    run = _run()
+def archive(run: RunContext, leg_id: str) -> StepResult:
     nodes = run.legs[leg_id]
     dirs = nodes.dirs
     assert nodes.archive is not None
@@ -500,11 +487,10 @@ def _source_record(fetched: Mapping[str, Any]) -> dict[str, Any]:
     return record
 
 
-def verify(leg_id: str) -> StepResult:
+def verify(run: RunContext, leg_id: str) -> StepResult:
     """The archive against its contract and, member by member, against its manifest's file
     list, which the archive step made from the stage: and that list against the stage, still
     as its step recorded it. So the archive holds what the smoke consumed (docs/decisions.md)."""
-    run = _run()
     nodes = run.legs[leg_id]
     assert nodes.archive is not None
     files = _read(nodes.archive.with_name(nodes.archive.name + ".json"))["files"]
@@ -531,8 +517,7 @@ def _stage_as_recorded(run: RunContext, nodes: LegNodes, when: str) -> None:
                           "stage step reruns)")
 
 
-def smoke(leg_id: str) -> StepResult:
-    run = _run()
+def smoke(run: RunContext, leg_id: str) -> StepResult:
     nodes = run.legs[leg_id]
     plan, leg = nodes.plan, nodes.plan.leg
     assert nodes.archive is not None
@@ -551,10 +536,9 @@ def smoke(leg_id: str) -> StepResult:
     return StepResult({"leg": leg_id, **result})
 
 
-def publish(leg_id: str) -> StepResult:
+def publish(run: RunContext, leg_id: str) -> StepResult:
     """Copy the verified archive and its sidecars into dist/, the archive last; see publish.py.
     The manifest names the leg key (and, for a restored leg, the binary cache it came from)."""
-    run = _run()
     nodes = run.legs[leg_id]
     assert nodes.archive is not None and nodes.published is not None
     fields: dict[str, object] = {"leg_key": nodes.key.digest} if nodes.key and nodes.key.digest else {}
@@ -576,12 +560,11 @@ def publish(leg_id: str) -> StepResult:
 
 # -- the binary cache ---------------------------------------------------------------------------
 
-def restore(leg_id: str, entry: Path, store: str, checked: bool) -> StepResult:
+def restore(run: RunContext, leg_id: str, entry: Path, store: str, checked: bool) -> StepResult:
     """Take a binary cache entry as the leg's archive: no fetch, build or smoke. An entry
     fetched by this run was checked when the graph was declared (sidecars, key, contract);
     one kept from an earlier run is checked here. Its manifest keeps the original build's
     provenance and says where it came from."""
-    run = _run()
     nodes = run.legs[leg_id]
     assert nodes.archive is not None and nodes.key is not None
     archive = nodes.archive
@@ -630,10 +613,9 @@ def _entry_files(nodes: LegNodes) -> list[Path]:
     return list(publish_step.published_files(entry / archive.name))
 
 
-def store(leg_id: str) -> StepResult:
+def store(run: RunContext, leg_id: str) -> StepResult:
     """Put the published archive and its sidecars into every binary cache under the leg's key.
     A cache that cannot take it is said so, never a failure of the leg."""
-    run = _run()
     nodes = run.legs[leg_id]
     assert nodes.published is not None and nodes.key is not None
     files = _entry_files(nodes)

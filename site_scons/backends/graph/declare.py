@@ -137,7 +137,7 @@ class Graph:
         if origin and Path(origin).is_file():
             sources.append(self.env.File(str(Path(origin).resolve())))
         node = self._step([target], sources, "fetch", plan.leg.id, f"{download.name}: {origin or download.url}",
-                          partial(actions.fetch, plan.leg.engine, download, origin, target),
+                          partial(actions.fetch, self.run, plan.leg.engine, download, origin, target),
                           {"download": download, "origin": origin})
         self._shared[target] = node
         return node, target
@@ -152,7 +152,7 @@ class Graph:
             return self._reuse(target, plan.leg), target
         label = origin_filename(origin) if origin else download.filename
         node = self._step([target], [fetch_node], "extract", plan.leg.id, label,
-                          partial(actions.extract_download, download, fetch_manifest, target.with_suffix(""),
+                          partial(actions.extract_download, self.run, download, fetch_manifest, target.with_suffix(""),
                                   fits, label),
                           {"roots": download.roots, **({"fits": fits} if fits else {})})
         self.env.Clean(node, str(target.with_suffix("")))
@@ -216,7 +216,7 @@ class Graph:
         previous = inputs
         if plan.build:
             build = self._step([steps_dir / "build.json"], inputs, "build", leg.id, leg.id,
-                               partial(actions.build, leg.id),
+                               partial(actions.build, self.run, leg.id),
                                {"commands": plan.build, "env": plan.env, "private": plan.private_source,
                                 **self._environment(plan)})
             self.env.Clean(build, [str(dirs.build), str(dirs.install), str(dirs.venv), str(dirs.short)])
@@ -228,7 +228,7 @@ class Graph:
         if plan.fixups:
             stage_payload.update(self._environment(plan))
         stage = self._step([steps_dir / "stage.json"], previous, "stage", leg.id, leg.id,
-                           partial(actions.stage, leg.id), stage_payload)
+                           partial(actions.stage, self.run, leg.id), stage_payload)
         self.env.Clean(stage, str(dirs.stage))
         self._finish(nodes, stage)
         return nodes
@@ -261,7 +261,7 @@ class Graph:
             input_archives.append(archive)
         merge = self._step([dirs.steps / "merge.json"], input_nodes, "merge", leg.id,
                            f"{leg.aggregate} of {', '.join(leg.inputs)}",
-                           partial(actions.merge, leg.id, input_archives),
+                           partial(actions.merge, self.run, leg.id, input_archives),
                            {"aggregate": leg.aggregate, "inputs": leg.inputs,
                             "sign": actions.signs_here(self.run, leg),
                             "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")})
@@ -282,11 +282,11 @@ class Graph:
         built = nodes.archive
         archive = self._step(
             [*publish_step.published_files(built)[::-1], steps_dir / "archive.json"],
-            [staged], "archive", leg.id, name, partial(actions.archive, leg.id),
+            [staged], "archive", leg.id, name, partial(actions.archive, self.run, leg.id),
             {"format": self.settings.format, "leg": leg, "engine": _engine_record(nodes.engine),
              "patches": plan.patches, "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")})
         verify = self._step([steps_dir / "verify.json"], [archive[-1], staged], "verify", leg.id, name,
-                            partial(actions.verify, leg.id), {"contract": plan.contract})
+                            partial(actions.verify, self.run, leg.id), {"contract": plan.contract})
         smoke_sources = [staged]
         if plan.smoke:
             project = self.root / plan.smoke.project
@@ -295,7 +295,7 @@ class Graph:
             files = dict.fromkeys(p for p in [*sorted(project.rglob("*")), *shared, *model] if p.is_file())
             smoke_sources += [self.env.File(str(p)) for p in files]
         smoke = self._step([steps_dir / "smoke.json"], smoke_sources, "smoke", leg.id, name,
-                           partial(actions.smoke, leg.id), self._smoke_settings(plan))
+                           partial(actions.smoke, self.run, leg.id), self._smoke_settings(plan))
         self._publish(nodes, [archive[-1], verify[0], smoke[0]])
 
     def _publish(self, nodes: LegNodes, sources: list[Any]) -> None:
@@ -305,7 +305,7 @@ class Graph:
         steps_dir = nodes.dirs.steps
         key = nodes.key.digest if nodes.key else ""
         publish = self._step([*publish_step.published_files(published)[::-1], steps_dir / "publish.json"], sources,
-                             "publish", leg.id, f"dist/{published.name}", partial(actions.publish, leg.id),
+                             "publish", leg.id, f"dist/{published.name}", partial(actions.publish, self.run, leg.id),
                              {"dist": str(self.dist), "leg_key": key})
         nodes.publish_node = publish[-1]
         # The alias names step manifests only: SCons content-hashes an alias's children on every
@@ -322,7 +322,7 @@ class Graph:
         record = nodes.dirs.steps / "store.json"
         self._still_stored(key, published.name, record)
         return self._step([record], [publish], "store", nodes.plan.leg.id, f"{published.name} as {key.short}",
-                          partial(actions.store, nodes.plan.leg.id),
+                          partial(actions.store, self.run, nodes.plan.leg.id),
                           {"key": key.digest, "stores": self.settings.binary_caches,
                            "signer": signer.public if signer else ""})[-1]
 
@@ -379,7 +379,7 @@ class Graph:
         self.run.summary.restored(leg.id, store, key.short)
         restore = self._step([*publish_step.published_files(nodes.archive)[::-1],
                               dirs.steps / "restore.json"], [], "restore", leg.id,
-                             f"{name} from {store}", partial(actions.restore, leg.id, entry, store, checked),
+                             f"{name} from {store}", partial(actions.restore, self.run, leg.id, entry, store, checked),
                              {"key": key.digest, "contract": plan.contract,
                               "trust": self.settings.trust.judged(signer)})
         self._publish(nodes, [restore[-1]])
@@ -459,16 +459,16 @@ def _as_dict(payload: object) -> dict[str, object]:
     return plain_payload if isinstance(plain_payload, dict) else {"value": plain_payload}
 
 
-def decide(dependency: Any, target: Any, prev_ni: Any, repo_node: Any = None) -> bool:
+def decide(run: RunContext, dependency: Any, target: Any, prev_ni: Any, repo_node: Any = None) -> bool:
     """Rebuild `target` unless its step's record says it was built from exactly the current
     inputs and its outputs are intact (records.py). The answer is the same for every
     dependency of a target; SCons asks once per dependency, the records remember it."""
-    return actions.RUN[0].records.is_stale(target.abspath, partial(actions.inputs_of, target))
+    return run.records.is_stale(target.abspath, partial(actions.inputs_of, target))
 
 
 def declare(env: Any, run: RunContext, invocation: Invocation) -> Graph:
-    env.Decider(decide)
-    actions.RUN[:] = [run]
+    env.Decider(partial(decide, run))
+    env["GRAPH_RUN"] = run  # what dispatch reads the run from: no module holds it
     graph = Graph(env, run)
     for plan in invocation.plans:
         graph.add_leg(plan.leg)

@@ -37,9 +37,8 @@ def _dispatch(tmp_path: Path, work: Callable[[], actions.StepResult]) -> BuildEr
     record = tmp_path / "build" / "legs" / "leg" / "steps" / "build.json"
     records.register([str(record)], str(record))
     run.steps[str(record)] = actions.Step("build", "leg", work, legs=["leg"])
-    actions.RUN[:] = [run]
     with pytest.raises(BuildError) as raised:
-        actions.dispatch([_Node(record)], [], {"GRAPH_STEP": "build", "GRAPH_DESCRIBE": "leg"})
+        actions.dispatch([_Node(record)], [], {"GRAPH_STEP": "build", "GRAPH_DESCRIBE": "leg", "GRAPH_RUN": run})
     return raised.value
 
 
@@ -64,7 +63,8 @@ def test_a_full_disk_wrapped_where_it_happened_is_named(tmp_path: Path, capsys: 
         with environment(tmp_path / "build" / "out.tar"):
             raise OSError(28, "No space left on device")
     failure = _dispatch(tmp_path, work)
-    assert failure.errstr.startswith(f"leg: build failed: No space left on device writing {tmp_path / 'build' / 'out.tar'}; ")
+    written = tmp_path / "build" / "out.tar"
+    assert failure.errstr.startswith(f"leg: build failed: No space left on device writing {written}; ")
     assert "Traceback" not in capsys.readouterr().err
 
 
