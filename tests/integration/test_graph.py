@@ -268,6 +268,60 @@ def test_two_clean_builds_give_identical_archives(project_factory):
     assert sorted(p.relative_to(project) for p in (project / ".cache").rglob("*")) == cache
 
 
+# --------------------------------------------------------------------------- heavy builds
+
+
+def _wait_for(what: str, ready, child: subprocess.Popen, output: Path, hang_guard: float,
+              holds=lambda: True) -> None:
+    while not ready():
+        assert holds(), f"while waiting until {what}:\n{output.read_text()}"
+        assert child.poll() is None, f"scons ended before {what}:\n{output.read_text()}"
+        assert time.monotonic() < hang_guard, f"scons hangs before {what}:\n{output.read_text()}"
+        time.sleep(0.05)
+
+
+def test_a_heavy_build_waiting_its_turn_holds_no_job(project_factory, tmp_path, leftovers):
+    """-j2 heavy_jobs=1, two upstream builds and a prebuilt leg: while the first build runs (it
+    sleeps until the test releases it), SCons does not start the second (they share a
+    SideEffect stream), so the other job builds and publishes the prebuilt leg meanwhile. A
+    build that waited for a slot inside its job would hold that job: the prebuilt leg would
+    wait for the first build and the test would reach its hang guard. No timing assumption:
+    each wait ends on a file or scons's exit."""
+    project = project_factory(fixsrc_rows=SMALL_ROWS)
+    heavy = SMALL_IDS[:2]
+    work = {leg: project / f"build/legs/{leg}/work" for leg in heavy}
+    prebuilt = project / "dist" / fixbin_archive(FIXBIN_LEG_IDS[0])
+    output = tmp_path / "run.log"
+    with open(output, "w") as log:
+        child = subprocess.Popen(fixtures.scons_argv("-j2", "heavy_jobs=1", *heavy, FIXBIN_LEG_IDS[0]), cwd=project,
+                                 start_new_session=True, env=fixtures.child_env({"FIXSRC_BUILD_SLEEP": "86400:"}),
+                                 stdout=log, stderr=subprocess.STDOUT)
+    hang_guard = time.monotonic() + 600  # far beyond any slow machine: only a hang reaches it
+
+    def sleeping() -> list[str]:
+        return [leg for leg in heavy if list(work[leg].glob("*/SLEEPING"))]
+
+    try:
+        _wait_for("a build slept", sleeping, child, output, hang_guard)
+        first = sleeping()
+        _wait_for("the prebuilt leg was published", prebuilt.is_file, child, output, hang_guard,
+                  holds=lambda: sleeping() == first)  # else the second build runs beside the first
+        assert sleeping() == first, "the second build ran beside the first"
+        (next(work[first[0]].glob("*/SLEEPING")).parent / "RELEASE").write_text("")
+        _wait_for("the second build slept", lambda: len(sleeping()) == 2, child, output, hang_guard)
+        assert (project / f"build/legs/{first[0]}/steps/build.json").is_file(), "the builds overlapped"
+        second = next(leg for leg in heavy if leg not in first)
+        (next(work[second].glob("*/SLEEPING")).parent / "RELEASE").write_text("")
+        child.wait(timeout=max(hang_guard - time.monotonic(), 1))
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    assert child.returncode == 0, output.read_text()
+    assert "waiting for a heavy-build slot" not in output.read_text()
+    assert {fixsrc_archive(leg) for leg in heavy} <= set(os.listdir(project / "dist"))
+
+
 # --------------------------------------------------------------------------- a kill in the middle
 
 

@@ -370,7 +370,7 @@ def build(run: RunContext, leg_id: str) -> StepResult:
         upstream_step.private_copy(shared, dirs.src, key)
     try:
         ran = upstream_step.build(plan.build, plan.env, dirs, leg_id, run.environ, run.settings.verbose,
-                                  run.settings.heavy_jobs, run.build_root / "locks", source_key=key)
+                                  source_key=key)
     except RunError as error:
         missing = _missing_submodule(nodes, error)
         if missing is None:

@@ -75,6 +75,7 @@ class Graph:
         self._shared: dict[Path, Any] = {}
         self._keys: dict[str, LegKey] = {}
         self._said_untrusting = False
+        self._heavy_steps = 0  # declared so far: the next one's stream (`_heavy`)
 
     @property
     def legs(self) -> dict[str, LegNodes]:
@@ -100,6 +101,15 @@ class Graph:
         self.run.records.register([str(t) for t in targets], str(record))
         self.run.steps[os.path.abspath(record)] = Step(step, leg_id, work, [leg_id])
         return nodes
+
+    def _heavy(self, nodes: Any) -> None:
+        """An upstream build joins one of `heavy_jobs` streams, in turn: SCons runs no two steps
+        of a stream at once (they share a SideEffect), so at most heavy_jobs builds run whatever
+        -j says, and one waiting its turn is not started, holding no job. (The build tree's lock
+        makes this run the only one in the tree.)"""
+        stream = self.build_root / "locks" / f"heavy-stream-{self._heavy_steps % self.settings.heavy_jobs}"
+        self.env.SideEffect(str(stream), nodes)
+        self._heavy_steps += 1
 
     def _reuse(self, target: Path, leg: Leg) -> Any:
         """A shared step's node, now also a step of `leg`."""
@@ -220,6 +230,7 @@ class Graph:
                                {"commands": plan.build, "env": plan.env, "private": plan.private_source,
                                 **self._environment(plan)})
             self.env.Clean(build, [str(dirs.build), str(dirs.install), str(dirs.venv), str(dirs.short)])
+            self._heavy(build)
             previous = [build]
         # The stage holds the SBOM, dated by SOURCE_DATE_EPOCH like the archive.
         stage_payload = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,

@@ -4,13 +4,14 @@
 - the child sees exactly the environment it is given (plus the CMake policy floor);
 - output is appended to a per-step log; the terminal gets one status line per step,
   with Ninja's `[n/m]` counter surfaced as progress;
-- a failure raises `RunError` carrying the log path and the last lines of output;
-- `heavy_slot` limits concurrent heavy builds across processes, independently of -j.
+- a failure raises `RunError` carrying the log path and the last lines of output.
+
+How many heavy builds run at once is SCons's to schedule (graph/declare.py, `heavy_jobs=`).
 
 Also a CLI for SCons command actions:
 
     python -m backends.runner.run --label L --log F --cwd D [--env K=V ...]
-        [--env-file F.json] [--slots N --lock-dir D] [--verbose] -- argv...
+        [--env-file F.json] [--verbose] -- argv...
 """
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from typing import IO, TextIO
 
 from backends.runner import containment
 from backends.util.errors import BackendsError, environment
-from backends.util.locks import FileLock
 
 POLICY_FLOOR_KEY = "CMAKE_POLICY_VERSION_MINIMUM"
 POLICY_FLOOR_VALUE = "3.5"
@@ -313,77 +313,6 @@ def _stream_child(argv: list[str], env: dict[str, str], cwd: Path, log_file: IO[
         child.stdout.close()
 
 
-# --- heavy-build slots -----------------------------------------------------------------
-
-class HeavySlots:
-    """At most `slots` heavy builds at once across all processes sharing `lock_dir`.
-
-    Each slot is a lock file `heavy-<k>.lock`. The locks are tied to open files, so
-    separate threads and processes exclude each other and a crashed holder releases
-    its slot. A waiter polls every slot rather than blocking on one, so it takes
-    whichever frees first.
-    """
-
-    POLL_SECONDS = 0.2
-
-    def __init__(self, lock_dir: Path, slots: int, label: str,
-                 status_stream: TextIO | None = None) -> None:
-        if slots < 1:
-            raise ValueError(f"heavy-build slots must be >= 1, got {slots}")
-        self.lock_dir = Path(lock_dir)
-        self.slots = slots
-        self.label = label
-        self.status_stream = status_stream
-        self.held: int | None = None
-        self._lock: FileLock | None = None
-
-    def lock_path(self, index: int) -> Path:
-        return self.lock_dir / f"heavy-{index}.lock"
-
-    def acquire(self) -> int:
-        """Take a slot, waiting if all are busy; returns the slot index."""
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
-        announced = False
-        while True:
-            for index in range(self.slots):
-                if self._try_slot(index):
-                    return index
-            if not announced:
-                stream = self.status_stream or sys.stderr
-                stream.write(f"[{self.label}] waiting for a heavy-build slot\n")
-                stream.flush()
-                announced = True
-            time.sleep(self.POLL_SECONDS)
-
-    def release(self) -> None:
-        if self._lock is not None:
-            self._lock.release()
-            self._lock, self.held = None, None
-
-    def _try_slot(self, index: int) -> bool:
-        lock = FileLock(self.lock_path(index), record_holder=False)
-        if lock.try_acquire():
-            self._lock, self.held = lock, index
-            return True
-        return False
-
-    def __enter__(self) -> HeavySlots:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
-
-
-@contextmanager
-def heavy_slot(lock_dir: Path, slots: int, label: str,
-               status_stream: TextIO | None = None) -> Iterator[int]:
-    """`with heavy_slot(dir, 2, "ort-linux"):` runs the body holding one of 2 slots."""
-    with HeavySlots(lock_dir, slots, label, status_stream) as held:
-        assert held.held is not None
-        yield held.held
-
-
 # --- CLI -------------------------------------------------------------------------------
 
 def _parse_env_pair(text: str) -> tuple[str, str]:
@@ -420,9 +349,6 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env-file", type=Path)
     parser.add_argument("--tail-lines", type=int, default=40)
     parser.add_argument("--verbose", action="store_true", help="echo every output line")
-    parser.add_argument("--slots", type=int, default=0,
-                        help="hold one of N heavy-build slots (needs --lock-dir)")
-    parser.add_argument("--lock-dir", type=Path)
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     return parser
 
@@ -439,20 +365,11 @@ def main(arguments: Sequence[str] | None = None) -> int:
         argv = argv[1:]
     if not argv:
         _argument_parser().error("no command given after --")
-    if options.slots and options.lock_dir is None:
-        _argument_parser().error("--slots needs --lock-dir")
     env = _cli_env(options.env_file, options.env)
 
-    def run_command() -> None:
+    try:
         run(argv, env=env, cwd=options.cwd, log=options.log, label=options.label,
             tail_lines=options.tail_lines, echo=options.verbose)
-
-    try:
-        if options.slots:
-            with heavy_slot(options.lock_dir, options.slots, options.label):
-                run_command()
-        else:
-            run_command()
     except RunError as error:
         sys.stderr.write(f"{error}\n")
         return _exit_code(error.returncode) or 1

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from backends.model.plan import Command, Plan
-from backends.runner.run import heavy_slot, is_credential, limited_env, passed_environment, run
+from backends.runner.run import is_credential, limited_env, passed_environment, run
 from backends.steps import venv
 from backends.steps.context import LegDirs, env_names, expand, expand_argv
 from backends.steps.source import copy_tree
@@ -149,11 +149,10 @@ def _bind_build_dir(dirs: LegDirs, source_key: str) -> None:
 
 
 def build(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,
-          environ: Mapping[str, str], verbose: bool, slots: int, lock_dir: Path,
-          source_key: str = "") -> list[dict[str, object]]:
+          environ: Mapping[str, str], verbose: bool, source_key: str = "") -> list[dict[str, object]]:
+    """Run the leg's upstream build (how many run at once, SCons decides: graph/declare.py)."""
     _bind_build_dir(dirs, source_key)
-    with heavy_slot(lock_dir, slots, label):
-        return run_commands(commands, plan_env, dirs, label, environ, verbose)
+    return run_commands(commands, plan_env, dirs, label, environ, verbose)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,4 @@
-"""The command runner: logs, exact child environment, failure tail, progress, CLI,
-heavy-build slots."""
+"""The command runner: logs, exact child environment, failure tail, progress, CLI."""
 from __future__ import annotations
 
 import io
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from backends.runner import run as runner
-from backends.runner.run import HeavySlots, RunError, StatusLine, heavy_slot, limited_env, parse_ninja_progress, run
+from backends.runner.run import RunError, StatusLine, limited_env, parse_ninja_progress, run
 
 SITE_SCONS = Path(__file__).resolve().parents[3] / "site_scons"
 # With LC_ALL set, Python does not coerce the C locale by exporting LC_CTYPE, so the
@@ -207,58 +206,6 @@ def test_cli_env_file_is_the_complete_environment(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert json.loads(out.read_text()) == {
         **BASE_ENV, "A": "1", "B": "2", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"}
-
-
-def _assert_disjoint(intervals: list[tuple[float, float]]) -> None:
-    ordered = sorted(intervals)
-    for (_, first_end), (second_start, _) in zip(ordered, ordered[1:]):
-        assert first_end <= second_start, f"heavy builds overlapped: {ordered}"
-
-
-def test_heavy_slots_threads_never_overlap(tmp_path: Path) -> None:
-    intervals: list[tuple[float, float]] = []
-    status = io.StringIO()
-
-    def heavy(label: str) -> None:
-        with heavy_slot(tmp_path / "locks", 1, label, status_stream=status):
-            start = time.monotonic()
-            time.sleep(0.3)
-            intervals.append((start, time.monotonic()))
-
-    threads = [threading.Thread(target=heavy, args=(f"leg{i}",)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(intervals) == 2
-    _assert_disjoint(intervals)
-    assert "waiting for a heavy-build slot" in status.getvalue()
-
-
-def test_heavy_slots_two_slots_admit_two(tmp_path: Path) -> None:
-    with HeavySlots(tmp_path, 2, "a") as first, HeavySlots(tmp_path, 2, "b") as second:
-        assert {first.held, second.held} == {0, 1}
-    with HeavySlots(tmp_path, 2, "c") as again:  # released on exit
-        assert again.held == 0
-
-
-def test_heavy_slots_processes_never_overlap(tmp_path: Path) -> None:
-    record = tmp_path / "intervals.txt"
-    code = ("import time; s = time.time(); time.sleep(0.4); "
-            f"open({str(record)!r}, 'a').write(f'{{s}} {{time.time()}}\\n')")
-    arguments = ["--log", str(tmp_path / "l.log"), "--cwd", str(tmp_path),
-                 "--slots", "1", "--lock-dir", str(tmp_path / "locks"), "--"]
-    env = {**os.environ, "PYTHONPATH": str(SITE_SCONS)}
-    children = [subprocess.Popen([sys.executable, "-m", "backends.runner.run", "--label", f"p{i}",
-                                  *arguments, *python(code)],
-                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                for i in range(2)]
-    for child in children:
-        child.communicate(timeout=30)
-        assert child.returncode == 0
-    intervals = [tuple(map(float, line.split())) for line in record.read_text().splitlines()]
-    assert len(intervals) == 2
-    _assert_disjoint(intervals)  # type: ignore[arg-type]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
