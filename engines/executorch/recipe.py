@@ -13,6 +13,7 @@ from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Command, Contract, CopyRule, Download, Plan, Smoke, VersionProbe, frozen
+from backends.util.locations import url_filename
 
 # Parallelism = installed RAM in GB / 3 (floor 2, ceiling the core count, 8 GB assumed when
 # unknown): unlimited -j OOM-killed the runners (optimized-kernel TUs take GBs each).
@@ -191,6 +192,19 @@ def _torch(leg: Leg, engine: Engine) -> list[Command]:
     return _torch_wheel(engine)
 
 
+# XNNPACK's configure downloads KleidiAI (cmake/DownloadKleidiAI.cmake) unless KLEIDIAI_SOURCE_DIR
+# names a tree: the project fetches the pinned archive and points it there.
+KLEIDIAI_READER = "xnnpack-kleidiai"
+KLEIDIAI_OVERRIDE = "served by KLEIDIAI_SOURCE_DIR (the pinned archive, extracted)"
+
+
+def _kleidiai(leg: Leg, engine: Engine) -> tuple[Download, ...]:
+    """KleidiAI for the legs its `[[build_downloads]]` entry's `when` selects (XNNPACK uses it on arm64),
+    extracted with its archive's top directory as the root."""
+    return tuple(replace(d, roots=(url_filename(d.url).removesuffix(".zip").removesuffix(".tar.gz"),))
+                 for d in kit.build_downloads(engine, leg, KLEIDIAI_READER, unpack=True))
+
+
 def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
     if leg.os == "macos":
         return {"CMAKE_OSX_ARCHITECTURES": leg.arch, "CMAKE_OSX_DEPLOYMENT_TARGET": _deployment_target(leg)}
@@ -208,6 +222,7 @@ def _delegate_defines(leg: Leg) -> dict[str, str]:
 def configure_argv(leg: Leg, engine: Engine) -> tuple[str, ...]:
     generator = ("-G", "Ninja") if leg.os == "windows" else ()
     values = {**COMMON_DEFINES, **PYTHON_DEFINE, **_platform_defines(leg, engine), **_delegate_defines(leg)}
+    values.update({"KLEIDIAI_SOURCE_DIR": f"{{extract:{d.name}}}" for d in _kleidiai(leg, engine)})
     return ("cmake", "-S", "{src}", "-B", "{build}", *generator, *kit.defines(values))
 
 
@@ -293,11 +308,12 @@ def _downloads(leg: Leg, engine: Engine) -> tuple[Download, ...]:
     downloads = [kit.git_source(engine)]
     if leg.platform == "macos-x86_64":
         downloads.append(kit.git_source(engine, "pytorch"))
-    return tuple(downloads)
+    return (*downloads, *_kleidiai(leg, engine))
 
 
 def _desktop_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
-    notes = list(NOTES) + [RELOCATE_NOTE]
+    kleidiai = _kleidiai(leg, engine)
+    notes = list(NOTES) + [RELOCATE_NOTE, kit.where_from(KLEIDIAI_READER, len(kleidiai), KLEIDIAI_OVERRIDE)]
     if "vulkan" in leg.accelerator:
         notes.append(GLSLC_NOTE)
     return Plan(
@@ -307,7 +323,8 @@ def _desktop_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         # sccache and MSVC's /Fd PDB handling clash (docs/upstream.md#executorch-build)
         compiler_cache=leg.os != "windows",
         env=frozen(_plan_env(leg)),
-        build=tuple(_desktop_build(leg, engine)),
+        build=tuple(([kit.check_build_downloads(KLEIDIAI_READER, kleidiai)] if kleidiai else [])
+                    + _desktop_build(leg, engine)),
         collect=tuple(_collect(leg)),
         fixups=(_relocate(),),
         contract=_contract(leg),

@@ -172,7 +172,9 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         build=tuple(build), collect=tuple(collect), exclude=PYTHON_AND_TESTS + STALE_CONFIGS, fixups=tuple(fixups),
         contract=_contract(leg), smoke=_smoke(leg), private_source=True,
         notes=("build_libtorch.py builds in <src>/build and installs into <src>/torch: each leg gets a private "
-               "copy of the source tree, so the MPS and CPU builds never share objects",),
+               "copy of the source tree, so the MPS and CPU builds never share objects",
+               "upstream's build-time downloads: none known; PyTorch's third-party code comes as git submodules, "
+               "pinned by the source's commit"),
     )
 
 

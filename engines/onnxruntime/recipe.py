@@ -9,7 +9,7 @@ from dataclasses import replace
 from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
-from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke, VersionProbe
+from backends.model.plan import Bundle, Command, Contract, CopyRule, Download, Plan, Smoke, VersionProbe
 
 COMMON_DEFINES = (
     "onnxruntime_BUILD_UNIT_TESTS=OFF",
@@ -34,6 +34,31 @@ LICENSE_TEXTS = ("LICENSE", "ThirdPartyNotices.txt")
 AAR_LICENSE_SOURCES = {"LICENSE": "license", "ThirdPartyNotices.txt": "notices"}
 # The shared macOS library's id: relocatable, found through the consumer's rpath.
 MACOS_INSTALL_NAME = "@rpath/libonnxruntime.dylib"
+# cmake/deps.txt's downloads: fetched and pinned by the project, laid where ORT's CMake looks
+# first for each URL (`<source>/mirror/<URL without https://>`), so CMake still checks its SHA1.
+DEPS_READER = "ort-deps"
+MIRROR_OVERRIDE = "served from {src}/mirror/<URL without https://>, which ORT's deps.txt loop prefers"
+WASM_NOTE = ("upstream's build-time downloads: the WASM build activates emsdk (the cmake/external/emsdk submodule, "
+             "pinned by its gitlink), whose `emsdk install` downloads the Emscripten toolchain itself: not yet served "
+             "by the project (docs/hermetic-sources.md)")
+DML_NOTE = ("upstream's build-time downloads: --use_dml restores the Microsoft.AI.DirectML NuGet package "
+            "(its version in cmake/external/dml.cmake) from nuget.org: not yet served by the project "
+            "(docs/hermetic-sources.md)")
+
+
+def _deps(leg: Leg, engine: Engine) -> tuple[tuple[Download, ...], list[Command], tuple[str, ...]]:
+    """deps.txt's downloads, the commands that check the tree against them and lay the mirror,
+    and plan=1's notes on where they come from."""
+    deps = kit.build_downloads(engine, leg, DEPS_READER)
+    notes = [kit.where_from(DEPS_READER, len(deps), MIRROR_OVERRIDE)]
+    notes += [WASM_NOTE] if leg.os == "wasm" else []
+    notes += [DML_NOTE] if "dml" in leg.accelerator else []
+    if not deps:
+        return (), [], tuple(notes)
+    mirror = Command("mirror deps.txt", ("{python}", "-m", "backends.steps.build_downloads", "mirror",
+                                         "--into", "{src}/mirror",
+                                         *(f"--file={d.url}={{download:{d.name}}}" for d in deps)))
+    return deps, [kit.check_build_downloads(DEPS_READER, deps), mirror], tuple(notes)
 
 
 def _platform_args(leg: Leg, engine: Engine) -> tuple[list[str], list[str]]:
@@ -114,7 +139,8 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     platform_args, extra = _platform_args(leg, engine)
     config = kit.build_type(leg)
     # WASM's emsdk is a submodule the source is checked out with (engine.toml [[submodules]]).
-    build = [Command("build.py", _build_py(leg, "{build}", platform_args, extra))]
+    deps, serve, notes = _deps(leg, engine)
+    build = [*serve, Command("build.py", _build_py(leg, "{build}", platform_args, extra))]
     collect = _headers(leg) + list(kit.license_texts(engine, "{src}", LICENSE_TEXTS))
     bundle = None
     fixups: list[Command] = []
@@ -140,15 +166,16 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         libs = (output,)
     return Plan(
         leg=leg, version=engine.version, archive=archive,
-        downloads=(kit.git_source(engine),),
+        downloads=(kit.git_source(engine), *deps),
         patches=kit.patches_for(engine, leg),
         build=tuple(build), collect=tuple(collect), bundle=bundle, fixups=tuple(fixups),
-        contract=_contract(leg, libs, versions), smoke=_smoke(leg),
+        contract=_contract(leg, libs, versions), smoke=_smoke(leg), notes=notes,
     )
 
 
 def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
-    build: list[Command] = []
+    deps, serve, notes = _deps(leg, engine)
+    build: list[Command] = list(serve)
     for slice_name, sysroot in (("device", "iphoneos"), ("simulator", "iphonesimulator")):
         slice_dir = f"{{build}}/{slice_name}"
         args = ["--ios", "--use_xcode", "--apple_sysroot", sysroot, "--osx_arch", "arm64",
@@ -169,14 +196,14 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     drop_headers = Command("drop loose headers", ("cmake", "-E", "rm", "-rf", "{stage}/include"), cwd="{stage}")
     return Plan(
         leg=leg, version=engine.version, archive=archive,
-        downloads=(kit.git_source(engine),),
+        downloads=(kit.git_source(engine), *deps),
         patches=kit.patches_for(engine, leg),
         build=tuple(build),
         collect=(*_headers(leg), *kit.license_texts(engine, "{src}", LICENSE_TEXTS)),
         fixups=(xcframework, drop_headers),
         contract=Contract(required=("onnxruntime.xcframework/Info.plist",
                                     "onnxruntime.xcframework/*/Headers/onnxruntime_c_api.h")),
-        notes=("no iOS smoke: the xcframework is checked by its contract only",),
+        notes=("no iOS smoke: the xcframework is checked by its contract only", *notes),
     )
 
 

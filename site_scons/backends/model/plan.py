@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from backends.model.engine import PatchSpec
+from backends.model.engine import BuildDownload, PatchSpec
 from backends.model.leg import Leg
 
 
@@ -44,6 +44,9 @@ class Download:
     # Fetched when pinned (or given by origin=, or under lock); an unpinned one is skipped, its
     # copy rules not required: license texts the origin may carry itself (a wheel does).
     optional: bool = False
+    # What upstream's build would download by itself, when this is that file (engine.toml
+    # [[build_downloads]]): the SBOM and `scons fetch` tell it from the project's own inputs.
+    upstream: BuildDownload | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,121 @@
+"""Upstream's own build-time downloads: recording them from a tree, checking a tree against
+what a leg serves, and laying out ONNX Runtime's mirror directory.
+
+    record  read a pinned tree with one reader and write its `[[build_downloads]]` into
+            engine.toml (their sha256 pins are recorded on first fetch, as every input's)
+    check   fail, naming each URL, when the tree declares a download no override serves
+            (the plan is older than the tree: run `record`)
+    mirror  put each fetched file where ORT's cmake/deps.txt loop looks first,
+            `<into>/<URL without https://>`
+
+Run by a plan's build commands as `{python} -m backends.steps.build_downloads ...`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from backends.model.engine import BuildDownload, DataError
+from backends.pins import build_downloads as readers
+from backends.util.files import atomic_write_text
+
+_BLOCK = re.compile(r"^\[\[build_downloads\]\]\n(?:(?!\[)[^\n]*\n?)*", re.MULTILINE)
+
+
+def missing(declared: Sequence[BuildDownload], given: Sequence[str]) -> list[BuildDownload]:
+    """What the tree declares that no given URL serves."""
+    served = set(given)
+    return [item for item in declared if item.url not in served]
+
+
+def missing_message(absent: Sequence[BuildDownload], reader: str) -> str:
+    listed = "; ".join(f"{item.url} ({item.name}, {item.where})" for item in absent)
+    return (f"upstream's build would download {len(absent)} file{'s' if len(absent) > 1 else ''} no override "
+            f"serves: {listed}. The engine's [[build_downloads]] are older than the pinned tree: run "
+            f"`python -m backends.steps.build_downloads record --reader {reader} ...` on it and `scons lock`")
+
+
+def mirror_path(into: Path, url: str) -> Path:
+    """Where ORT looks for `url` in its mirror directory (cmake/CMakeLists.txt's deps.txt loop)."""
+    if not url.startswith("https://"):
+        raise DataError(f"{url}: ORT's mirror serves https:// URLs only")
+    relative = url.removeprefix("https://")
+    if ".." in relative.split("/"):
+        raise DataError(f"{url}: a URL with .. has no place in a mirror")
+    return into / relative
+
+
+def lay_mirror(into: Path, files: Sequence[tuple[str, Path]]) -> list[Path]:
+    """Each (url, fetched file) at its mirror path: a hard link to the cache's file, a copy across devices."""
+    laid = []
+    for url, source in files:
+        dest = mirror_path(into, url)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.unlink(missing_ok=True)
+        try:
+            os.link(source, dest)
+        except OSError:
+            shutil.copyfile(source, dest)
+        laid.append(dest)
+    return laid
+
+
+def recorded_text(text: str, reader: str, items: Sequence[BuildDownload]) -> str:
+    """engine.toml with the `[[build_downloads]]` of `reader` replaced by `items`; others stay."""
+    kept = [block for block in _BLOCK.findall(text) if f'reader = "{reader}"' not in block]
+    rest = _BLOCK.sub("", text).rstrip("\n") + "\n"
+    entries = [block.rstrip("\n") + "\n" for block in kept] + [readers.toml_entries([item]) for item in items]
+    return rest + "".join("\n" + entry for entry in entries)
+
+
+def _pairs(values: Sequence[str]) -> list[tuple[str, Path]]:
+    pairs = []
+    for value in values:
+        url, sep, path = value.rpartition("=")
+        if not sep:
+            raise DataError(f"--file {value!r} is not URL=PATH")
+        pairs.append((url, Path(path)))
+    return pairs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="backends.steps.build_downloads", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    record = sub.add_parser("record")
+    record.add_argument("--engine-toml", type=Path, required=True)
+    for one in (record, check := sub.add_parser("check")):
+        one.add_argument("--reader", choices=readers.READERS, required=True)
+        one.add_argument("--tree", type=Path, required=True)
+    check.add_argument("--given", nargs="*", default=[])
+    mirror = sub.add_parser("mirror")
+    mirror.add_argument("--into", type=Path, required=True)
+    mirror.add_argument("--file", action="append", default=[], help="URL=PATH")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "record":
+            items = readers.read_tree(args.reader, args.tree)
+            atomic_write_text(args.engine_toml, recorded_text(args.engine_toml.read_text(), args.reader, items))
+            print(f"[build_downloads] {len(items)} {args.reader} entries recorded in {args.engine_toml}; "
+                  "`scons lock` pins their sha256")
+        elif args.command == "check":
+            absent = missing(readers.read_tree(args.reader, args.tree), args.given)
+            if absent:
+                print(missing_message(absent, args.reader), file=sys.stderr)
+                return 1
+            print(f"[build_downloads] every {args.reader} download of {args.tree} is served by the project")
+        else:
+            laid = lay_mirror(args.into, _pairs(args.file))
+            print(f"[build_downloads] {len(laid)} files in the mirror {args.into}")
+    except DataError as error:
+        print(error, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

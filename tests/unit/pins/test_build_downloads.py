@@ -1,0 +1,172 @@
+"""The readers of upstream's build-time downloads, on small files written here in upstream's
+formats (ORT's cmake/deps.txt, TFLite's cmake modules, XNNPACK's DownloadKleidiAI.cmake, a
+Bazel WORKSPACE and .bazelversion): what each finds, and what it refuses."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backends.model.engine import DataError
+from backends.pins import build_downloads as readers
+from backends.steps import build_downloads as step
+
+SHA1 = "36ee53eb1466fb6e593fc5c286680de31f8a494a"
+SHA256 = "9097cfe882ae8c865fce4dfe14889ef65e9f9cd3cfebedba0df43a55ae10a6cb"
+DEPS_TXT = f"""\
+# Format: name;URL;SHA1
+# (comments and blank lines are skipped)
+
+abseil_cpp;https://github.com/abseil/abseil-cpp/archive/refs/tags/20240722.0.zip;{SHA1}
+local_thing;/opt/deps/thing.zip;{SHA1}
+eigen;https://gitlab.com/libeigen/eigen/-/archive/1d8b82b0740839c0de7f1242a3585e3390ff5f33/eigen-1d8b82b0740839c0de7f1242a3585e3390ff5f33.zip;{'0' * 40}
+"""
+ABSEIL_CMAKE = """\
+include(OverridableFetchContent)
+OverridableFetchContent_Declare(
+  abseil-cpp
+  GIT_REPOSITORY https://github.com/abseil/abseil-cpp
+  # Sync with tensorflow/third_party/absl/workspace.bzl (a comment with (parens))
+  GIT_TAG 273292d1cfc0a94a65082ee350509af1d113344d
+  GIT_SHALLOW TRUE
+  PREFIX "${CMAKE_BINARY_DIR}"
+  SOURCE_DIR "${CMAKE_BINARY_DIR}/abseil-cpp"
+)
+OverridableFetchContent_GetProperties(abseil-cpp)
+"""
+FFT2D_CMAKE = f"""\
+OverridableFetchContent_Declare(
+  fft2d
+  URL https://storage.googleapis.com/mirror.tensorflow.org/github.com/petewarden/OouraFFT/archive/v1.0.tar.gz
+  URL_HASH SHA256={SHA256.upper()}
+  SOURCE_DIR "${{CMAKE_BINARY_DIR}}/fft2d"
+)
+"""
+KLEIDIAI_CMAKE = f"""\
+PROJECT(kleidiai-download NONE)
+INCLUDE(ExternalProject)
+ExternalProject_Add(kleidiai
+  URL https://gitlab.arm.com/kleidi/kleidiai/-/archive/a082c1dbd13848e5d00a86786c6fd83919c2b81f/kleidiai-a082c1dbd13848e5d00a86786c6fd83919c2b81f.zip
+  URL_HASH SHA256={SHA256}
+  SOURCE_DIR "${{CMAKE_BINARY_DIR}}/kleidiai-source"
+  CONFIGURE_COMMAND ""
+)
+"""
+WORKSPACE = f"""\
+load("@bazel_tools//tools/build_defs/repo:http.bzl", "http_archive")
+http_archive(
+    name = "cpuinfo",  # the one XNNPACK pins
+    sha256 = "{SHA256}",
+    strip_prefix = "cpuinfo-ea6b9f1bb6e1001d8b21574d5bc78ddef62e499d",
+    urls = [
+        "https://github.com/pytorch/cpuinfo/archive/ea6b9f1bb6e1001d8b21574d5bc78ddef62e499d.zip",
+        "https://mirror.example/cpuinfo.zip",
+    ],
+)
+tf_http_archive(
+    name = "KleidiAI",
+    sha256 = "{SHA256}",
+    urls = tf_mirror_urls("https://gitlab.arm.com/kleidi/kleidiai/-/archive/dce8/kleidiai-dce8.zip"),
+)
+"""
+
+
+def test_ort_deps_lines_with_their_sha1_and_no_local_files() -> None:
+    found = readers.read_ort_deps(DEPS_TXT)
+    assert [(d.name, d.upstream_hash, d.where) for d in found] == [
+        ("abseil_cpp", f"sha1:{SHA1}", "cmake/deps.txt:4"), ("eigen", f"sha1:{'0' * 40}", "cmake/deps.txt:6")]
+    assert found[0].filename == "abseil_cpp-20240722.0.zip" and found[0].version == "20240722.0"
+
+
+@pytest.mark.parametrize("line, said", [("abseil_cpp;https://x/a.zip", "not a `name;URL;SHA1` line"),
+                                        ("abseil_cpp;https://x/a.zip;notasha1", "is not a SHA1")])
+def test_ort_deps_refuses_malformed_lines(line: str, said: str) -> None:
+    with pytest.raises(DataError, match=said):
+        readers.read_ort_deps(f"# ok\n{line}\n")
+
+
+def test_tflite_modules_git_declarations_become_their_tags_archive() -> None:
+    found = readers.read("tflite-cmake", {"modules/fft2d.cmake": FFT2D_CMAKE, "modules/abseil-cpp.cmake": ABSEIL_CMAKE})
+    assert [d.name for d in found] == ["abseil-cpp", "fft2d"]  # by file name
+    abseil, fft2d = found
+    assert abseil.url == ("https://github.com/abseil/abseil-cpp/archive/"
+                          "273292d1cfc0a94a65082ee350509af1d113344d.tar.gz")
+    assert (abseil.git, abseil.ref, abseil.upstream_hash, abseil.reader) == (
+        "https://github.com/abseil/abseil-cpp", "273292d1cfc0a94a65082ee350509af1d113344d", "", "tflite-cmake")
+    assert fft2d.upstream_hash == f"sha256:{SHA256}" and fft2d.url.endswith("/v1.0.tar.gz")
+
+
+def test_gitlab_archive_url() -> None:
+    assert readers.archive_url("https://gitlab.com/libeigen/eigen.git", "3147391d") == (
+        "https://gitlab.com/libeigen/eigen/-/archive/3147391d/eigen-3147391d.tar.gz")
+    assert readers.archive_url("https://git.example.org/x/y", "v1") == ""
+
+
+@pytest.mark.parametrize("declaration, said", [
+    ("OverridableFetchContent_Declare(ruy GIT_REPOSITORY https://github.com/google/ruy GIT_TAG ${RUY_TAG})",
+     "CMake variable"),
+    ("OverridableFetchContent_Declare(x GIT_REPOSITORY https://git.example.org/x GIT_TAG v1)", "serves no archive"),
+    ("OverridableFetchContent_Declare(x SOURCE_DIR here)", "neither URL nor GIT_REPOSITORY"),
+])
+def test_tflite_declarations_the_project_cannot_pin_are_refused(declaration: str, said: str) -> None:
+    with pytest.raises(DataError, match=said):
+        readers.read_tflite_module(declaration, "modules/x.cmake")
+
+
+def test_kleidiai_from_xnnpack_with_its_sha256() -> None:
+    [kleidiai] = readers.read_kleidiai(KLEIDIAI_CMAKE)
+    assert kleidiai.name == "kleidiai" and kleidiai.upstream_hash == f"sha256:{SHA256}"
+    assert kleidiai.url.endswith("kleidiai-a082c1dbd13848e5d00a86786c6fd83919c2b81f.zip")
+    with pytest.raises(DataError, match="KleidiAI download moved"):
+        readers.read_kleidiai(KLEIDIAI_CMAKE.replace("ExternalProject_Add(kleidiai", "ExternalProject_Add(other"))
+
+
+def test_bazel_archives_first_url_and_version() -> None:
+    found = readers.read("bazel", {"WORKSPACE": WORKSPACE, ".bazelversion": "7.4.1\n"})
+    assert [(d.name, d.upstream_hash[:7]) for d in found] == [("bazel", ""), ("cpuinfo", "sha256:"),
+                                                              ("KleidiAI", "sha256:")]
+    assert found[0].url == "https://github.com/bazelbuild/bazel/releases/download/7.4.1/bazel-7.4.1-linux-x86_64"
+    assert found[1].url.startswith("https://github.com/pytorch/cpuinfo/archive/")
+    with pytest.raises(DataError, match="not a Bazel release"):
+        readers.read_bazel_version("latest")
+
+
+def test_one_name_with_two_urls_is_refused() -> None:
+    twice = DEPS_TXT + f"abseil_cpp;https://github.com/abseil/abseil-cpp/archive/other.zip;{SHA1}\n"
+    with pytest.raises(DataError, match="declared twice"):
+        readers.read("ort-deps", {"cmake/deps.txt": twice})
+
+
+def test_record_writes_entries_engine_toml_reads(tmp_path: Path) -> None:
+    from backends.model.engine import load_engine
+    root = tmp_path / "demo"
+    (root / "tree" / "cmake").mkdir(parents=True)
+    (root / "tree" / "cmake" / "deps.txt").write_text(DEPS_TXT)
+    toml = root / "engine.toml"
+    toml.write_text('name = "demo"\nlibname = "demo"\nversion = "1.0.0"\nlicense = "MIT"\n\n[sha256]\n')
+    assert step.main(["record", "--engine-toml", str(toml), "--reader", "ort-deps", "--tree", str(root / "tree")]) == 0
+    assert step.main(["record", "--engine-toml", str(toml), "--reader", "ort-deps", "--tree", str(root / "tree")]) == 0
+    engine = load_engine(root)
+    assert [(d.name, d.reader, d.upstream_hash) for d in engine.build_downloads] == [
+        ("abseil_cpp", "ort-deps", f"sha1:{SHA1}"), ("eigen", "ort-deps", f"sha1:{'0' * 40}")]  # once, not twice
+
+
+def test_check_names_each_url_no_override_serves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "cmake").mkdir()
+    (tmp_path / "cmake" / "deps.txt").write_text(DEPS_TXT)
+    [abseil, eigen] = readers.read_ort_deps(DEPS_TXT)
+    assert step.main(["check", "--reader", "ort-deps", "--tree", str(tmp_path), "--given", abseil.url, eigen.url]) == 0
+    assert step.main(["check", "--reader", "ort-deps", "--tree", str(tmp_path), "--given", abseil.url]) == 1
+    said = capsys.readouterr().err
+    assert eigen.url in said and abseil.url not in said and "cmake/deps.txt:6" in said
+
+
+def test_mirror_lays_files_where_ort_looks(tmp_path: Path) -> None:
+    fetched = tmp_path / "cache" / "a.zip"
+    fetched.parent.mkdir()
+    fetched.write_bytes(b"zip")
+    url = "https://github.com/abseil/abseil-cpp/archive/refs/tags/20240722.0.zip"
+    assert step.main(["mirror", "--into", str(tmp_path / "mirror"), f"--file={url}={fetched}"]) == 0
+    assert (tmp_path / "mirror/github.com/abseil/abseil-cpp/archive/refs/tags/20240722.0.zip").read_bytes() == b"zip"
+    with pytest.raises(DataError, match=r"\.\."):
+        step.mirror_path(tmp_path, "https://x/../../etc/passwd")
