@@ -244,12 +244,14 @@ def _desktop_build(leg: Leg, engine: Engine) -> list[Command]:
     if "vulkan" in leg.accelerator:
         build.append(Command("glslc probe", ("{python}", "-m", "backends.probes.glslc")))
     codegen = _codegen_env(leg)
+    served = bool(_kleidiai(leg, engine))  # KleidiAI is the one download upstream's configure makes
     build += [
         _fresh_cache("{build}"),
         _host_tool_cleanup("{build}"),
         Command("clean install", ("cmake", "-E", "rm", "-rf", "{install}")),
-        Command("configure", configure_argv(leg, engine), env=codegen),
-        Command("build", ("cmake", "--build", "{build}", "-j", JOBS, "--target", "install"), env=codegen),
+        Command("configure", configure_argv(leg, engine), env=codegen, network=not served),
+        Command("build", ("cmake", "--build", "{build}", "-j", JOBS, "--target", "install"), env=codegen,
+                network=not served),
     ]
     return build
 

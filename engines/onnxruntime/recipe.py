@@ -46,6 +46,13 @@ DML_NOTE = ("upstream's build-time downloads: --use_dml restores the Microsoft.A
             "(docs/hermetic-sources.md)")
 
 
+def _served(leg: Leg, deps: tuple[Download, ...]) -> bool:
+    """Whether the project serves every download of the leg's build: deps.txt's, and none of the
+    emsdk toolchain or the DirectML package it does not serve yet. Then build.py runs with the
+    network off."""
+    return bool(deps) and leg.os != "wasm" and "dml" not in leg.accelerator
+
+
 def _deps(leg: Leg, engine: Engine) -> tuple[tuple[Download, ...], list[Command], tuple[str, ...]]:
     """deps.txt's downloads, the commands that check the tree against them and lay the mirror,
     and plan=1's notes on where they come from."""
@@ -140,7 +147,8 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     config = kit.build_type(leg)
     # WASM's emsdk is a submodule the source is checked out with (engine.toml [[submodules]]).
     deps, serve, notes = _deps(leg, engine)
-    build = [*serve, Command("build.py", _build_py(leg, "{build}", platform_args, extra))]
+    build = [*serve, Command("build.py", _build_py(leg, "{build}", platform_args, extra),
+                             network=not _served(leg, deps))]
     collect = _headers(leg) + list(kit.license_texts(engine, "{src}", LICENSE_TEXTS))
     bundle = None
     fixups: list[Command] = []
@@ -180,7 +188,8 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         slice_dir = f"{{build}}/{slice_name}"
         args = ["--ios", "--use_xcode", "--apple_sysroot", sysroot, "--osx_arch", "arm64",
                 "--apple_deploy_target", engine.pins["apple_deploy_target"], "--build_apple_framework"]
-        build.append(Command(f"build.py {slice_name}", _build_py(leg, slice_dir, args, [])))
+        build.append(Command(f"build.py {slice_name}", _build_py(leg, slice_dir, args, []),
+                             network=not _served(leg, deps)))
         build.append(_re2(slice_dir, "Release"))
         build.append(Command(f"bundle {slice_name}", (
             "{python}", "-m", "backends.steps.bundle", "--from-tree", f"{slice_dir}/Release",

@@ -113,8 +113,8 @@ def _build(leg: Leg, engine: Engine, modules: Sequence[Download] = ()) -> list[C
         *check,
         # Cache variables are sticky: a removed -D would otherwise survive into the next configure.
         Command("fresh cache", ("cmake", "-E", "rm", "-f", "{build}/CMakeCache.txt")),
-        Command("configure", configure_argv(leg, engine, modules), env=digest, cwd="."),
-        Command("build", ("cmake", "--build", "{build}", "--config", config, "-j", "{jobs}")),
+        Command("configure", configure_argv(leg, engine, modules), env=digest, cwd=".", network=not modules),
+        Command("build", ("cmake", "--build", "{build}", "--config", config, "-j", "{jobs}"), network=not modules),
         Command("clean install", ("cmake", "-E", "rm", "-rf", "{install}")),
         Command("install", ("cmake", "--install", "{build}", "--config", config, "--prefix", "{install}")),
     ]

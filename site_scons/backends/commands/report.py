@@ -160,7 +160,8 @@ def _wrapped(text: str) -> list[str]:
 
 
 def _command_text(command: Command) -> list[str]:
-    lines = [f"    [{command.label}] (cwd {command.cwd})"]
+    network = "" if command.network else ", network off"
+    lines = [f"    [{command.label}] (cwd {command.cwd}{network})"]
     if command.env:
         lines.append("      env " + " ".join(f"{key}={_quote(value)}" for key, value in command.env.items()))
     lines.append("      " + " ".join(_quote(arg) for arg in command.argv))

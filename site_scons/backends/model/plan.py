@@ -55,6 +55,9 @@ class Command:
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=frozen)
     cwd: str = "{src}"
+    # False: the project served every download it needs, so it runs with the network off
+    # where the host allows (runner/network.py); a download it still tries fails, named.
+    network: bool = True
 
 
 @dataclass(frozen=True)
