@@ -101,6 +101,8 @@ OPTIONS: tuple[Option, ...] = (
            check=_comma_list),
     Option("cache", "download cache directory (content-addressed, shared by every leg)", ".cache/downloads"),
     Option("mirror", "directory or URL prefix(es) tried before upstream, comma-separated", "", check=_comma_list),
+    Option("mirror_out", "with `scons fetch`: also write every input into this directory, in the layout "
+           "mirror= reads", ""),
     Option("offline", "never touch the network: cache and directory mirrors only", "0", boolean=True),
     Option("lock", "building: accept downloads without a pin and record them into engine.toml (`scons lock` "
            "records the pins of any selection from any host, without building)", "0", boolean=True),
@@ -143,7 +145,7 @@ def option(name: str) -> Option:
 
 
 def help_text() -> str:
-    lines = ["anira-backends: scons [list|ci-matrix|pins|lock|affected|<leg id>...] [option=value ...]", "", "Options:"]
+    lines = ["anira-backends: scons [list|ci-matrix|pins|lock|affected|fetch|<leg id>...] [option=value ...]", "", "Options:"]
     for opt in OPTIONS:
         values = f" ({'|'.join(opt.allowed)})" if opt.allowed else (" (0|1)" if opt.boolean else "")
         default = f" [default: {opt.default}]" if opt.default else ""
@@ -157,6 +159,9 @@ def help_text() -> str:
               "one is unpinned",
               "  lock         fetch (files) and resolve (git refs, by ls-remote) every input of the selected legs "
               "and record the missing pins into engine.toml; any host, never builds",
+              "  fetch        download and verify every pinned input of the selected legs (upstream's build-time "
+              "downloads included) into the cache, building nothing; mirror_out=DIR also writes them in the layout "
+              "mirror= reads",
               "  affected     with since=<git ref>: the selected legs whose key parts differ between that ref's "
               "data and the working tree (what a change rebuilds), pinned or not; never builds",
               "  cache-keygen key=PATH  write a binary cache signing key pair: PATH (secret, mode 0600) and "
