@@ -12,6 +12,9 @@ the same document, in the `.json` manifest's `sbom` field; the release uploads i
 - the engine, which the archive contains;
 - every input the leg's plan names (GENERATED_FROM): its URL and sha256, or a git source's
   commit and the submodule commits checked out with it; an `origin=` stand-in by file name;
+- every download upstream's own build makes and the project serves (BUILD_DEPENDENCY_OF the
+  archive: engine.toml [[build_downloads]]): upstream's name, its version, URL, the sha256 it
+  was fetched with, upstream's own hash and its license where upstream states it;
 - the patches applied to the engine (PATCH_APPLIED), each by its script's sha256;
 - the static libraries the bundle step merged in (CONTAINS);
 - the license texts the archive carries (the archive package's license comment).
@@ -51,7 +54,7 @@ from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDi
 from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
 from spdx_tools.spdx.validation.uri_validators import validate_download_location, validate_url
 
-from backends.model.engine import Engine
+from backends.model.engine import BuildDownload, Engine
 from backends.model.plan import Plan
 from backends.model.recipe_kit import LICENSE_ROOT
 from backends.steps.archive import archive_epoch
@@ -100,7 +103,14 @@ def leg_document(plan: Plan, engine: Engine, fetched: Sequence[Mapping[str, Any]
     packages = [archive, _engine_package(engine)]
     relationships = [Relationship(archive.spdx_id, RelationshipType.CONTAINS, packages[1].spdx_id)]
     # An optional download left unpinned was not fetched: nothing of it is in the archive.
+    upstream = {d.name: d.upstream for d in plan.downloads if d.upstream is not None}
     for record in sorted((r for r in fetched if not r.get("skipped")), key=lambda r: str(r.get("name", ""))):
+        built_in = upstream.get(str(record.get("name", "")))
+        if built_in is not None:
+            package = _build_download_package(built_in, record)
+            packages.append(package)
+            relationships.append(Relationship(package.spdx_id, RelationshipType.BUILD_DEPENDENCY_OF, archive.spdx_id))
+            continue
         for package in _input_packages(engine, record):
             packages.append(package)
             relationships.append(Relationship(archive.spdx_id, RelationshipType.GENERATED_FROM, package.spdx_id))
@@ -189,6 +199,36 @@ def _input_packages(engine: Engine, record: Mapping[str, Any]) -> list[Package]:
                     version=engine.version, file_name=str(record.get("filename") or "") or None,
                     source_info=f"downloaded from {url}" if url else None,
                     checksums=[Checksum(ChecksumAlgorithm.SHA256, str(record["sha256"]))], **common)]
+
+
+_UPSTREAM_ALGORITHMS = {"sha1": ChecksumAlgorithm.SHA1, "sha256": ChecksumAlgorithm.SHA256, "md5": ChecksumAlgorithm.MD5}
+
+
+def _build_download_package(item: BuildDownload, record: Mapping[str, Any]) -> Package:
+    """A download upstream's build makes, served by the project: by upstream's name, version
+    (tag, commit or the archive's), URL, the sha256 it was fetched with and upstream's own hash."""
+    checksums = [Checksum(ChecksumAlgorithm.SHA256, str(record["sha256"]))]
+    algorithm, _, digest = item.upstream_hash.partition(":")
+    if digest and algorithm in _UPSTREAM_ALGORITHMS and algorithm != "sha256":
+        checksums.append(Checksum(_UPSTREAM_ALGORITHMS[algorithm], digest))
+    declared = _declared_license(item.license)
+    origin = f" from git {item.git} at {item.ref}" if item.git else ""
+    return Package(_spdx_id("BuildDownload", item.name), item.name, _location(item.url), version=item.version,
+                   file_name=item.filename, files_analyzed=False, checksums=checksums,
+                   source_info=f"downloaded by upstream's build{origin} ({item.where or item.reader}); fetched and "
+                               f"pinned by the project, handed over by upstream's override",
+                   license_concluded=SpdxNoAssertion(), license_declared=declared, copyright_text=SpdxNoAssertion(),
+                   comment=f"upstream's hash {item.upstream_hash}" if item.upstream_hash else
+                           "upstream gives no hash for it")
+
+
+def _declared_license(expression: str) -> Any:
+    if not expression:
+        return SpdxNoAssertion()
+    try:
+        return spdx_licensing.parse(expression)
+    except Exception:  # license_expression raises several types for a bad expression
+        return SpdxNoAssertion()
 
 
 def _finish(name: str, packages: list[Package], relationships: list[Relationship]) -> dict[str, Any]:
