@@ -48,7 +48,7 @@ def read_ort_deps(text: str, where: str = "cmake/deps.txt") -> list[BuildDownloa
         fields = line.split(";")
         if len(fields) != 3 or not all(fields):
             raise DataError(f"{where}:{number}: not a `name;URL;SHA1` line: {line!r}")
-        name, url, sha1 = fields
+        name, url, sha1 = fields[0], fields[1], fields[2].lower()  # upstream writes some in capitals
         if not re.fullmatch(r"[0-9a-f]{40}", sha1):
             raise DataError(f"{where}:{number}: {name}'s hash {sha1!r} is not a SHA1 (40 hex digits)")
         if url.startswith("https://"):

@@ -20,6 +20,7 @@ DEPS_TXT = f"""\
 abseil_cpp;https://github.com/abseil/abseil-cpp/archive/refs/tags/20240722.0.zip;{SHA1}
 local_thing;/opt/deps/thing.zip;{SHA1}
 eigen;https://gitlab.com/libeigen/eigen/-/archive/1d8b82b0740839c0de7f1242a3585e3390ff5f33/eigen-1d8b82b0740839c0de7f1242a3585e3390ff5f33.zip;{'0' * 40}
+kleidiai;https://gitlab.arm.com/kleidi/kleidiai/-/archive/v0.2.0/kleidiai-v0.2.0.zip;{'B1E3' * 10}
 """
 ABSEIL_CMAKE = """\
 include(OverridableFetchContent)
@@ -74,7 +75,8 @@ tf_http_archive(
 def test_ort_deps_lines_with_their_sha1_and_no_local_files() -> None:
     found = readers.read_ort_deps(DEPS_TXT)
     assert [(d.name, d.upstream_hash, d.where) for d in found] == [
-        ("abseil_cpp", f"sha1:{SHA1}", "cmake/deps.txt:4"), ("eigen", f"sha1:{'0' * 40}", "cmake/deps.txt:6")]
+        ("abseil_cpp", f"sha1:{SHA1}", "cmake/deps.txt:4"), ("eigen", f"sha1:{'0' * 40}", "cmake/deps.txt:6"),
+        ("kleidiai", f"sha1:{'b1e3' * 10}", "cmake/deps.txt:7")]  # some SHA1s upstream are in capitals
     assert found[0].filename == "abseil_cpp-20240722.0.zip" and found[0].version == "20240722.0"
 
 
@@ -148,17 +150,19 @@ def test_record_writes_entries_engine_toml_reads(tmp_path: Path) -> None:
     assert step.main(["record", "--engine-toml", str(toml), "--reader", "ort-deps", "--tree", str(root / "tree")]) == 0
     engine = load_engine(root)
     assert [(d.name, d.reader, d.upstream_hash) for d in engine.build_downloads] == [
-        ("abseil_cpp", "ort-deps", f"sha1:{SHA1}"), ("eigen", "ort-deps", f"sha1:{'0' * 40}")]  # once, not twice
+        ("abseil_cpp", "ort-deps", f"sha1:{SHA1}"), ("eigen", "ort-deps", f"sha1:{'0' * 40}"),
+        ("kleidiai", "ort-deps", f"sha1:{'b1e3' * 10}")]  # once each, not twice
 
 
 def test_check_names_each_url_no_override_serves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "cmake").mkdir()
     (tmp_path / "cmake" / "deps.txt").write_text(DEPS_TXT)
-    [abseil, eigen] = readers.read_ort_deps(DEPS_TXT)
-    assert step.main(["check", "--reader", "ort-deps", "--tree", str(tmp_path), "--given", abseil.url, eigen.url]) == 0
-    assert step.main(["check", "--reader", "ort-deps", "--tree", str(tmp_path), "--given", abseil.url]) == 1
+    [abseil, eigen, kleidiai] = readers.read_ort_deps(DEPS_TXT)
+    given = ["check", "--reader", "ort-deps", "--tree", str(tmp_path), "--given", abseil.url, kleidiai.url]
+    assert step.main([*given, eigen.url]) == 0
+    assert step.main(given) == 1
     said = capsys.readouterr().err
-    assert eigen.url in said and abseil.url not in said and "cmake/deps.txt:6" in said
+    assert eigen.url in said and abseil.url not in said and kleidiai.url not in said and "cmake/deps.txt:6" in said
 
 
 def test_mirror_lays_files_where_ort_looks(tmp_path: Path) -> None:
