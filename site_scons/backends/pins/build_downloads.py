@@ -16,11 +16,12 @@ where it is: a patch step has to make it fetchable.
 """
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from backends.model.engine import BUILD_DOWNLOAD_READERS, BuildDownload, DataError
 
@@ -121,15 +122,57 @@ def _declared(name: str, values: Mapping[str, str], where: str) -> BuildDownload
     raise DataError(f"{where}: {name} has neither URL nor GIT_REPOSITORY with GIT_TAG")
 
 
-def read_tflite_module(text: str, where: str) -> list[BuildDownload]:
-    """The OverridableFetchContent_Declare calls of one of TFLite's cmake modules."""
-    return [_declared(args[0], _keyed(args[1:]), where)
+# TFLite's CMakeLists sets TF_SOURCE_DIR to the tree's tensorflow/ directory.
+TF_SOURCE_DIR = "tensorflow"
+_VARIABLE = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
+_BZL_VALUE = re.compile(r'^[ ]*([A-Z0-9_]+)[ ]*=[ ]*"([^"]*)"[ ]*$', re.MULTILINE)
+
+
+def _tree_path(path: str) -> str:
+    return posixpath.normpath(path.replace("${TF_SOURCE_DIR}", TF_SOURCE_DIR))
+
+
+def _bzl_values(bzl: str, read_file: Callable[[str], str], where: str) -> dict[str, str]:
+    try:
+        return dict(_BZL_VALUE.findall(read_file(_tree_path(bzl))))
+    except OSError:
+        raise DataError(f"{where}: reads {bzl}, which is not in the tree") from None
+
+
+def _module_variables(text: str, where: str, read_file: Callable[[str], str] | None) -> dict[str, str]:
+    """What utils.cmake's get_dependency_tag/get_dependency_archive calls set: a `<NAME>_COMMIT`,
+    `<NAME>_URL` and `<NAME>_SHA256` read from a Bazel workspace file of the tree."""
+    values: dict[str, str] = {}
+    for command, fields in (("get_dependency_tag", ("_COMMIT",)), ("get_dependency_archive", ("_URL", "_SHA256"))):
+        for args in cmake_calls(text, command):
+            if read_file is None or len(args) != 2 + len(fields):
+                raise DataError(f"{where}: {command}({' '.join(args)}) needs the tree's Bazel files to be read")
+            name, bzl, outputs = args[0], args[1], args[2:]
+            known = _bzl_values(bzl, read_file, where)
+            for output, suffix in zip(outputs, fields):
+                key = name.upper() + suffix
+                if key not in known:
+                    raise DataError(f"{where}: {bzl} sets no {key}")
+                values[output] = known[key]
+    return values
+
+
+def _substituted(args: list[str], variables: Mapping[str, str]) -> list[str]:
+    return [_VARIABLE.sub(lambda m: variables.get(m.group(1), m.group(0)), arg) for arg in args]
+
+
+def read_tflite_module(text: str, where: str, read_file: Callable[[str], str] | None = None) -> list[BuildDownload]:
+    """The OverridableFetchContent_Declare calls of one of TFLite's cmake modules, with the
+    values a get_dependency_tag/_archive call reads from the tree's Bazel files filled in."""
+    variables = _module_variables(text, where, read_file)
+    return [_declared(args[0], _keyed(_substituted(args[1:], variables)), where)
             for args in cmake_calls(text, "OverridableFetchContent_Declare") if args]
 
 
-def read_tflite_modules(files: Mapping[str, str]) -> list[BuildDownload]:
+def read_tflite_modules(files: Mapping[str, str],
+                        read_file: Callable[[str], str] | None = None) -> list[BuildDownload]:
     """Every module's declarations, in file-name order."""
-    return [item for path in sorted(files) for item in read_tflite_module(files[path], path)]
+    return [item for path in sorted(files) for item in read_tflite_module(files[path], path, read_file)]
 
 
 def read_kleidiai(text: str, where: str = "cmake/DownloadKleidiAI.cmake") -> list[BuildDownload]:
@@ -176,16 +219,18 @@ def read_bazel_version(text: str, where: str = ".bazelversion") -> list[BuildDow
 
 # -- a tree -----------------------------------------------------------------------------------
 
-def read(reader: str, files: Mapping[str, str]) -> list[BuildDownload]:
-    """What `reader` finds in `files` (path relative to the source root -> text), each once."""
-    return [replace(item, reader=reader) for item in unique(_read(reader, files))]
+def read(reader: str, files: Mapping[str, str],
+         read_file: Callable[[str], str] | None = None) -> list[BuildDownload]:
+    """What `reader` finds in `files` (path relative to the source root -> text), each once;
+    `read_file` reads another file of the tree by that path (TFLite's Bazel values)."""
+    return [replace(item, reader=reader) for item in unique(_read(reader, files, read_file))]
 
 
-def _read(reader: str, files: Mapping[str, str]) -> list[BuildDownload]:
+def _read(reader: str, files: Mapping[str, str], read_file: Callable[[str], str] | None) -> list[BuildDownload]:
     if reader == ORT_DEPS:
         return [item for path, text in sorted(files.items()) for item in read_ort_deps(text, path)]
     if reader == TFLITE_CMAKE:
-        return read_tflite_modules(files)
+        return read_tflite_modules(files, read_file)
     if reader == XNNPACK_KLEIDIAI:
         return [item for path, text in sorted(files.items()) for item in read_kleidiai(text, path)]
     if reader == BAZEL:
@@ -216,7 +261,15 @@ def read_tree(reader: str, root: Path) -> list[BuildDownload]:
     files = tree_files(reader, root)
     if not files:
         raise DataError(f"{root}: none of {', '.join(READER_FILES[reader])} is there for the {reader} reader")
-    return read(reader, files)
+    return read(reader, files, lambda path: _inside(root, path).read_text(encoding="utf-8"))
+
+
+def _inside(root: Path, path: str) -> Path:
+    """`path` of the tree, never outside it."""
+    full = (root / path).resolve()
+    if root.resolve() not in full.parents:
+        raise OSError(f"{path} is outside the tree")
+    return full
 
 
 def toml_entries(items: Iterable[BuildDownload]) -> str:

@@ -98,6 +98,39 @@ def test_tflite_modules_git_declarations_become_their_tags_archive() -> None:
     assert fft2d.upstream_hash == f"sha256:{SHA256}" and fft2d.url.endswith("/v1.0.tar.gz")
 
 
+FARMHASH_CMAKE = """\
+include(utils)
+get_dependency_tag("farmhash" "${TF_SOURCE_DIR}/../third_party/farmhash/workspace.bzl" FARMHASH_TAG)
+# get_dependency_archive("old" "${TF_SOURCE_DIR}/x.bzl" A B)   (commented out: not read)
+OverridableFetchContent_Declare(farmhash GIT_REPOSITORY https://github.com/google/farmhash GIT_TAG ${FARMHASH_TAG})
+"""
+GEMMLOWP_CMAKE = """\
+get_dependency_archive("gemmlowp" "${TF_SOURCE_DIR}/workspace2.bzl" GEMMLOWP_URL GEMMLOWP_CHECKSUM)
+OverridableFetchContent_Declare(gemmlowp URL ${GEMMLOWP_URL} URL_HASH SHA256=${GEMMLOWP_CHECKSUM})
+"""
+
+
+def test_tflite_values_read_from_the_trees_bazel_files(tmp_path: Path) -> None:
+    modules = tmp_path / "tensorflow/lite/tools/cmake/modules"
+    modules.mkdir(parents=True)
+    (modules / "farmhash.cmake").write_text(FARMHASH_CMAKE)
+    (modules / "gemmlowp.cmake").write_text(GEMMLOWP_CMAKE)
+    (tmp_path / "third_party/farmhash").mkdir(parents=True)
+    (tmp_path / "third_party/farmhash/workspace.bzl").write_text('    FARMHASH_COMMIT = "0d859a811870d10f53a594927d0d0b97573ad06d"\n')
+    (tmp_path / "tensorflow/workspace2.bzl").write_text(
+        f'GEMMLOWP_URL = "https://github.com/google/gemmlowp/archive/16e8662.zip"\nGEMMLOWP_SHA256 = "{SHA256}"\n')
+    farmhash, gemmlowp = readers.read_tree("tflite-cmake", tmp_path)
+    assert farmhash.url == "https://github.com/google/farmhash/archive/0d859a811870d10f53a594927d0d0b97573ad06d.tar.gz"
+    assert (gemmlowp.url, gemmlowp.upstream_hash) == ("https://github.com/google/gemmlowp/archive/16e8662.zip",
+                                                      f"sha256:{SHA256}")
+    (tmp_path / "tensorflow/workspace2.bzl").write_text("GEMMLOWP_URL = \"https://x/y.zip\"\n")
+    with pytest.raises(DataError, match="sets no GEMMLOWP_SHA256"):
+        readers.read_tree("tflite-cmake", tmp_path)
+    (modules / "gemmlowp.cmake").write_text(GEMMLOWP_CMAKE.replace("${TF_SOURCE_DIR}/workspace2", "../../../x"))
+    with pytest.raises(DataError, match="not in the tree"):
+        readers.read_tree("tflite-cmake", tmp_path)
+
+
 def test_gitlab_archive_url() -> None:
     assert readers.archive_url("https://gitlab.com/libeigen/eigen.git", "3147391d") == (
         "https://gitlab.com/libeigen/eigen/-/archive/3147391d/eigen-3147391d.tar.gz")
