@@ -437,7 +437,8 @@ def _write_sbom(nodes: LegNodes, stage_dir: Path, bundled: list[str]) -> str:
     """The archive's SBOM into the stage (steps/sbom.py): the plan's inputs as fetched, the patches,
     the bundled libraries and the license texts staged."""
     fetched = [_read(p) for p in nodes.dirs.downloads.values() if Path(p).is_file()]
-    document = sbom.leg_document(nodes.plan, nodes.engine, fetched, bundled, sbom.license_members(stage_dir))
+    document = sbom.leg_document(nodes.plan, nodes.engine, fetched, bundled, sbom.license_members(stage_dir),
+                                 sbom.runtime_members(nodes.plan, stage_dir))
     return sbom.write(stage_dir, nodes.plan, document)
 
 

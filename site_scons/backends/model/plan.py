@@ -186,6 +186,18 @@ class Smoke:
 
 
 @dataclass(frozen=True)
+class RuntimeLibrary:
+    """A shared library the package ships that is not the engine's own (LibTorch's copy of
+    GCC's libgomp): the SBOM lists each file matching `member` with `license`, and its
+    license texts are carried under share/licenses/<name>/."""
+
+    name: str
+    member: str  # a glob over the stage's paths
+    license: str  # an SPDX expression
+    origin: str  # where it comes from, said in the SBOM
+
+
+@dataclass(frozen=True)
 class Plan:
     leg: Leg
     version: str
@@ -207,6 +219,7 @@ class Plan:
     private_source: bool = False
     # Whether CI may put a compiler cache launcher (ccache/sccache) into the upstream build.
     compiler_cache: bool = True
+    runtimes: tuple[RuntimeLibrary, ...] = ()  # shipped libraries that are not the engine's own
 
     @property
     def steps(self) -> tuple[str, ...]:

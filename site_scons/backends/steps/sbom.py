@@ -17,6 +17,8 @@ the same document, in the `.json` manifest's `sbom` field; the release uploads i
   was fetched with, upstream's own hash and its license where upstream states it;
 - the patches applied to the engine (PATCH_APPLIED), each by its script's sha256;
 - the static libraries the bundle step merged in (CONTAINS);
+- each shipped runtime library that is not the engine's own (CONTAINS; Plan.runtimes: LibTorch's
+  libgomp), by its member path and sha256, with its license and the texts carried for it;
 - the license texts the archive carries (the archive package's license comment).
 
 The document is a function of the plan, the fetched inputs and the stage: no clock (its time
@@ -24,6 +26,7 @@ is the archive's SOURCE_DATE_EPOCH) and no local path, so the same inputs give i
 """
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -55,7 +58,7 @@ from spdx_tools.spdx.validation.document_validator import validate_full_spdx_doc
 from spdx_tools.spdx.validation.uri_validators import validate_download_location, validate_url
 
 from backends.model.engine import BuildDownload, Engine
-from backends.model.plan import Plan
+from backends.model.plan import Plan, RuntimeLibrary
 from backends.model.recipe_kit import LICENSE_ROOT
 from backends.steps.archive import archive_epoch
 from backends.util.files import atomic_write_bytes, canonical_json, sha256_file
@@ -94,11 +97,12 @@ def archive_stem(plan: Plan) -> str:
 # -- the document --------------------------------------------------------------------------------
 
 def leg_document(plan: Plan, engine: Engine, fetched: Sequence[Mapping[str, Any]], bundled: Sequence[str] = (),
-                 license_texts: Sequence[str] = ()) -> dict[str, Any]:
+                 license_texts: Sequence[str] = (), shipped: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The SPDX document of a built leg: `fetched` are its fetch records (the fetch step's
     body: name, url, filename, sha256 or commit, submodules, override), `bundled` the static
     libraries the bundle step merged (any paths: only what lies below their common directory
-    is kept), `license_texts` the archive's members under share/licenses/."""
+    is kept), `license_texts` the archive's members under share/licenses/, `shipped` the
+    stage's files matching the plan's runtime libraries (member path -> sha256)."""
     archive = _archive_package(plan, engine, license_texts)
     packages = [archive, _engine_package(engine)]
     relationships = [Relationship(archive.spdx_id, RelationshipType.CONTAINS, packages[1].spdx_id)]
@@ -130,7 +134,32 @@ def leg_document(plan: Plan, engine: Engine, fetched: Sequence[Mapping[str, Any]
                           copyright_text=SpdxNoAssertion())
         packages.append(package)
         relationships.append(Relationship(archive.spdx_id, RelationshipType.CONTAINS, package.spdx_id))
+    for member, digest in sorted((shipped or {}).items()):
+        runtime = next(r for r in plan.runtimes if fnmatch.fnmatchcase(member, r.member))
+        package = _runtime_package(runtime, member, digest, license_texts)
+        packages.append(package)
+        relationships.append(Relationship(archive.spdx_id, RelationshipType.CONTAINS, package.spdx_id))
     return _finish(archive_stem(plan), packages, relationships)
+
+
+def runtime_members(plan: Plan, stage: Path) -> dict[str, str]:
+    """The stage's files that are runtime libraries of the plan (not the engine's own), with their sha256."""
+    found: dict[str, str] = {}
+    for path in sorted(stage.rglob("*")):
+        member = path.relative_to(stage).as_posix()
+        if path.is_file() and not path.is_symlink() and any(fnmatch.fnmatchcase(member, r.member) for r in plan.runtimes):
+            found[member] = sha256_file(path)
+    return found
+
+
+def _runtime_package(runtime: RuntimeLibrary, member: str, digest: str, license_texts: Sequence[str]) -> Package:
+    texts = [t for t in license_texts if t.startswith(f"{LICENSE_ROOT}/{runtime.name}/")]
+    return Package(_spdx_id("Runtime", PurePosixPath(member).name), runtime.name, SpdxNoAssertion(),
+                   file_name=member, files_analyzed=False, checksums=[Checksum(ChecksumAlgorithm.SHA256, digest)],
+                   source_info=runtime.origin, license_concluded=SpdxNoAssertion(),
+                   license_declared=_declared_license(runtime.license), copyright_text=SpdxNoAssertion(),
+                   license_comment=f"license texts in the archive: {', '.join(texts) or 'none'}",
+                   comment="a runtime library the archive ships that is not the engine's own")
 
 
 def aggregate_document(plan: Plan, engine: Engine, inputs: Sequence[InputArchive],

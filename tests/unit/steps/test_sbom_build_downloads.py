@@ -59,3 +59,41 @@ def test_the_sbom_lists_exactly_the_inputs_the_plan_fetched() -> None:
                for d in plan.downloads}
     assert listed == fetched == {"SPDXRef-Input-source", "SPDXRef-BuildDownload-abseil-cpp",
                                  "SPDXRef-BuildDownload-re2"}
+
+
+def _libtorch_plan(platform: str):
+    leg = next(leg for leg in MATRIX.legs if leg.engine == "libtorch" and leg.source == "prebuilt"
+               and leg.platform == platform and leg.flavor == "cpu")
+    return plan_leg(leg, MATRIX.engines["libtorch"], MATRIX), MATRIX.engines["libtorch"]
+
+
+def test_a_shipped_runtime_that_is_not_the_engines_own_is_listed_with_its_license(tmp_path: Path) -> None:
+    plan, engine = _libtorch_plan("linux-x86_64")
+    stage = tmp_path / "stage"
+    (stage / "lib").mkdir(parents=True)
+    (stage / "lib/libgomp-a34b3233.so.1").write_bytes(b"\x7fELF gomp")
+    (stage / "lib/libtorch_cpu.so").write_bytes(b"\x7fELF torch")  # the engine's own: not a runtime
+    (stage / "share/licenses/libgomp").mkdir(parents=True)
+    (stage / "share/licenses/libgomp/GCC-exception-3.1.txt").write_text("exception")
+    shipped = sbom.runtime_members(plan, stage)
+    assert list(shipped) == ["lib/libgomp-a34b3233.so.1"]
+    document = sbom.leg_document(plan, engine, [], license_texts=sbom.license_members(stage), shipped=shipped)
+    [gomp] = [p for p in document["packages"] if p["SPDXID"].startswith("SPDXRef-Runtime-")]
+    assert (gomp["name"], gomp["packageFileName"], gomp["licenseDeclared"]) == (
+        "libgomp", "lib/libgomp-a34b3233.so.1", "GPL-3.0-or-later WITH GCC-exception-3.1")
+    assert "share/licenses/libgomp/GCC-exception-3.1.txt" in gomp["licenseComments"]
+    assert ("SPDXRef-Package-archive", gomp["SPDXID"]) in {
+        (r["spdxElementId"], r["relatedSpdxElement"]) for r in document["relationships"]
+        if r["relationshipType"] == "CONTAINS"}
+    assert sbom.problems(document) == []
+
+
+def test_linux_libtorch_carries_libgomps_license_texts_once_pinned() -> None:
+    linux, _ = _libtorch_plan("linux-x86_64")
+    texts = {d.name: d for d in linux.downloads if d.name in ("gcc_exception", "gpl3")}
+    assert set(texts) == {"gcc_exception", "gpl3"} and all(d.optional for d in texts.values())
+    assert {(r.pattern, r.dest, r.rename) for r in linux.collect if r.dest == "share/licenses/libgomp"} == {
+        ("{download:gcc_exception}", "share/licenses/libgomp", "GCC-exception-3.1.txt"),
+        ("{download:gpl3}", "share/licenses/libgomp", "GPL-3.0.txt")}
+    windows, _ = _libtorch_plan("windows-x86_64")
+    assert not windows.runtimes and not any(d.name == "gpl3" for d in windows.downloads)
