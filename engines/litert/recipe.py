@@ -92,6 +92,8 @@ HERMETIC_NOTE = ("upstream's build-time downloads: Bazel's http_archive reposito
                  "override is --repository_cache/--distdir with --experimental_downloader_config)")
 IMAGE_NOTE = ("upstream's build-time downloads: the Android leg pulls the build image by the tag in [pins] "
               "build_image; a digest (name@sha256:...) pins it, a tag does not")
+BAZEL_READER = "bazel"
+REPOSITORY_CACHE = "{build}/repository_cache"
 CLOSURE_NOTE = (
     "backends.steps.bazel_closure: `labels` runs `<bazel> cquery <flags> <query> --output=label` and "
     "writes the unique labels without their configuration hash; `collect` runs the starlark collector "
@@ -177,11 +179,28 @@ def _closure(target: str, query_kinds: str, flags: tuple[str, ...], scratch: str
     ]
 
 
-def _host_build(leg: Leg) -> list[Command]:
-    build = [_configure()]
+def _archives(leg: Leg, engine: Engine) -> tuple[Download, ...]:
+    """The workspace's recorded http_archives with upstream's sha256: what Bazel's repository
+    cache serves by that hash (Bazel itself, `.bazelversion`'s, is bazelisk's and not served yet)."""
+    return tuple(d for d in kit.build_downloads(engine, leg, BAZEL_READER)
+                 if d.upstream is not None and d.upstream.upstream_hash.startswith("sha256:"))
+
+
+def _repository_cache(archives: tuple[Download, ...]) -> list[Command]:
+    """Lay the fetched archives where `--repository_cache` finds them (content_addressable/sha256/<hex>/file)."""
+    if not archives:
+        return []
+    files = [f"--file={d.upstream.upstream_hash.removeprefix('sha256:')}={{download:{d.name}}}"
+             for d in archives if d.upstream is not None]
+    return [Command("repository cache", ("{python}", "-m", "backends.steps.build_downloads", "repository-cache",
+                                         "--into", REPOSITORY_CACHE, *files))]
+
+
+def _host_build(leg: Leg, archives: tuple[Download, ...] = ()) -> list[Command]:
+    build = [_configure(), *_repository_cache(archives)]
     if leg.os == "windows" and leg.arch == "arm64":
         build.insert(0, _llvm_install())
-    flags = bazel_flags(leg)
+    flags = bazel_flags(leg) + ((f"--repository_cache={REPOSITORY_CACHE}",) if archives else ())
     base = output_base(leg)
     if leg.kind == "static":
         return build + _closure(STATIC_TARGET, "cc_library", flags, "{build}", base=base)
@@ -360,8 +379,11 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     env = dict(WINDOWS_ENV) if leg.os == "windows" else {}
     if leg.os == "windows" and leg.arch == "arm64":
         env.update({"USE_CLANG_CL": "1", "BAZEL_LLVM": LLVM_DIR})
+    archives = () if leg.os == "android" else _archives(leg, engine)
+    if archives:
+        notes += (f"{len(archives)} recorded http_archives served by --repository_cache={REPOSITORY_CACHE}",)
     if leg.kind == "static":
-        build = _android_build(leg, engine) if leg.os == "android" else _host_build(leg)
+        build = _android_build(leg, engine) if leg.os == "android" else _host_build(leg, archives)
         bundle = Bundle(output=_lib_files(leg)[0], libraries_from="{build}/closure.txt", **_librarian(leg))
         notes += (CLOSURE_NOTE,)
         if leg.os == "windows" and leg.arch == "arm64":
@@ -372,10 +394,11 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
             notes += ("android: the ml-build image runs the build with {build} as /out and the pinned NDK "
                       "as /ndk; it writes {build}/closure.txt with host paths",)
     else:
-        build = _host_build(leg)
+        build = _host_build(leg, archives)
         name = SHARED_FILES[leg.os]
         collect.append(CopyRule(f"{{build}}/bazel-bin/litert/c/**/{name}", "lib", rename=name))
-    return _leg_plan(leg, engine, archive, downloads=_source_downloads(leg, engine), collect=tuple(collect),
+    return _leg_plan(leg, engine, archive, downloads=[*_source_downloads(leg, engine), *archives],
+                     collect=tuple(collect),
                      build=tuple(build), env=env, bundle=bundle, notes=notes)
 
 

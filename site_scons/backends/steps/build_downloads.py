@@ -7,6 +7,8 @@ what a leg serves, and laying out ONNX Runtime's mirror directory.
             (the plan is older than the tree: run `record`)
     mirror  put each fetched file where ORT's cmake/deps.txt loop looks first,
             `<into>/<URL without https://>`
+    repository-cache  put each fetched archive where Bazel's --repository_cache finds it by
+            the sha256 its http_archive declares
 
 Run by a plan's build commands as `{python} -m backends.steps.build_downloads ...`.
 """
@@ -22,7 +24,7 @@ from typing import Sequence
 
 from backends.model.engine import BuildDownload, DataError
 from backends.pins import build_downloads as readers
-from backends.util.files import atomic_write_text
+from backends.util.files import atomic_write_text, sha256_file
 
 _BLOCK = re.compile(r"^\[\[build_downloads\]\]\n(?:(?!\[)[^\n]*\n?)*", re.MULTILINE)
 
@@ -52,17 +54,32 @@ def mirror_path(into: Path, url: str) -> Path:
 
 def lay_mirror(into: Path, files: Sequence[tuple[str, Path]]) -> list[Path]:
     """Each (url, fetched file) at its mirror path: a hard link to the cache's file, a copy across devices."""
+    return [_link(source, mirror_path(into, url)) for url, source in files]
+
+
+def lay_repository_cache(into: Path, files: Sequence[tuple[str, Path]]) -> list[Path]:
+    """Each (sha256, fetched file) where Bazel's `--repository_cache` looks it up by that hash;
+    a file with other bytes is refused (Bazel would take it for the archive it names)."""
     laid = []
-    for url, source in files:
-        dest = mirror_path(into, url)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.unlink(missing_ok=True)
-        try:
-            os.link(source, dest)
-        except OSError:
-            shutil.copyfile(source, dest)
-        laid.append(dest)
+    for digest, source in files:
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise DataError(f"{digest!r} is not a sha256")
+        actual = sha256_file(source)
+        if actual != digest:
+            raise DataError(f"{source} is not the archive Bazel pins as sha256 {digest} (it is {actual})")
+        dest = into / "content_addressable" / "sha256" / digest / "file"
+        laid.append(_link(source, dest))
     return laid
+
+
+def _link(source: Path, dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.unlink(missing_ok=True)
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copyfile(source, dest)
+    return dest
 
 
 def recorded_text(text: str, reader: str, items: Sequence[BuildDownload]) -> str:
@@ -93,8 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         one.add_argument("--tree", type=Path, required=True)
     check.add_argument("--given", nargs="*", default=[])
     mirror = sub.add_parser("mirror")
-    mirror.add_argument("--into", type=Path, required=True)
-    mirror.add_argument("--file", action="append", default=[], help="URL=PATH")
+    cache = sub.add_parser("repository-cache")
+    for one, value in ((mirror, "URL=PATH"), (cache, "SHA256=PATH")):
+        one.add_argument("--into", type=Path, required=True)
+        one.add_argument("--file", action="append", default=[], help=value)
     args = parser.parse_args(argv)
     try:
         if args.command == "record":
@@ -108,10 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(missing_message(absent, args.reader), file=sys.stderr)
                 return 1
             print(f"[build_downloads] every {args.reader} download of {args.tree} is served by the project")
+        elif args.command == "repository-cache":
+            laid = lay_repository_cache(args.into, _pairs(args.file))
+            print(f"[build_downloads] {len(laid)} archives in Bazel's repository cache {args.into}")
         else:
             laid = lay_mirror(args.into, _pairs(args.file))
             print(f"[build_downloads] {len(laid)} files in the mirror {args.into}")
-    except DataError as error:
+    except (DataError, OSError) as error:
         print(error, file=sys.stderr)
         return 1
     return 0

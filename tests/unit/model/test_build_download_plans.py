@@ -91,3 +91,16 @@ def test_pins_count_them_and_the_leg_key_covers_their_pin(tmp_path: Path) -> Non
                      MATRIX)
     first, second = leg_key(pinned, engine, ROOT), leg_key(other, engine, ROOT)
     assert first.parts["inputs"] != second.parts["inputs"]  # the source's commit is unpinned here: no digest
+
+
+def test_litert_serves_recorded_http_archives_from_bazels_repository_cache() -> None:
+    cpuinfo = BuildDownload("cpuinfo", "https://github.com/pytorch/cpuinfo/archive/ea6b.zip", "sha256:" + "3" * 64,
+                            reader="bazel", where="WORKSPACE")
+    bazel = BuildDownload("bazel", "https://github.com/bazelbuild/bazel/releases/download/7.4.1/bazel-7.4.1-linux-x86_64",
+                          reader="bazel", where=".bazelversion")
+    plan = plan_leg(_source_leg("litert"), _engine("litert", cpuinfo, bazel), MATRIX)
+    assert [d.name for d in plan.downloads if d.upstream] == ["dep-cpuinfo"]  # bazelisk's Bazel: not served yet
+    cache = next(c for c in plan.build if c.label == "repository cache")
+    assert f"--file={'3' * 64}={{download:dep-cpuinfo}}" in cache.argv
+    bazel_build = next(c for c in plan.build if c.label.startswith("bazel build"))
+    assert "--repository_cache={build}/repository_cache" in bazel_build.argv

@@ -207,3 +207,14 @@ def test_mirror_lays_files_where_ort_looks(tmp_path: Path) -> None:
     assert (tmp_path / "mirror/github.com/abseil/abseil-cpp/archive/refs/tags/20240722.0.zip").read_bytes() == b"zip"
     with pytest.raises(DataError, match=r"\.\."):
         step.mirror_path(tmp_path, "https://x/../../etc/passwd")
+
+
+def test_repository_cache_by_bazels_sha256_refusing_other_bytes(tmp_path: Path) -> None:
+    import hashlib
+    archive = tmp_path / "cpuinfo.zip"
+    archive.write_bytes(b"cpuinfo archive")
+    digest = hashlib.sha256(b"cpuinfo archive").hexdigest()
+    assert step.main(["repository-cache", "--into", str(tmp_path / "rc"), f"--file={digest}={archive}"]) == 0
+    assert (tmp_path / "rc/content_addressable/sha256" / digest / "file").read_bytes() == b"cpuinfo archive"
+    assert step.main(["repository-cache", "--into", str(tmp_path / "rc"), f"--file={'0' * 64}={archive}"]) == 1
+    assert not (tmp_path / "rc/content_addressable/sha256" / ("0" * 64)).exists()
