@@ -346,6 +346,7 @@ def ios_configure_argv(leg: Leg, engine: Engine, preset: str) -> tuple[str, ...]
     values = {**PYTHON_DEFINE, **IOS_OFF_DEFINES, "DEPLOYMENT_TARGET": engine.pins["ios_deployment_target"]}
     if not leg.accelerator:
         values.update(IOS_CPU_DEFINES)
+    values.update({"KLEIDIAI_SOURCE_DIR": f"{{extract:{d.name}}}" for d in _kleidiai(leg, engine)})
     return ("cmake", "-S", "{src}", "-B", _ios_slice_dir(preset), "--preset", preset, *kit.defines(values))
 
 
@@ -384,11 +385,13 @@ def _ios_build(leg: Leg, engine: Engine) -> list[Command]:
 
 
 def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    kleidiai = _kleidiai(leg, engine)
+    check = [kit.check_build_downloads(KLEIDIAI_READER, kleidiai)] if kleidiai else []
     return Plan(
         leg=leg, version=engine.version, archive=archive,
-        downloads=(kit.git_source(engine),),
+        downloads=(kit.git_source(engine), *kleidiai),
         patches=kit.patches_for(engine, leg),
-        build=tuple(_ios_build(leg, engine)),
+        build=tuple(check + _ios_build(leg, engine)),
         collect=(CopyRule("{build}/executorch.xcframework/**", "executorch.xcframework"), *SOURCE_LICENSES),
         contract=Contract(
             required=(
@@ -399,7 +402,8 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
             ),
             versions=(VersionProbe("text", f"executorch.xcframework/ios-arm64/Headers/{VERSION_HEADER}", ET_VERSION),),
         ),
-        notes=NOTES + ("no iOS smoke: the xcframework is checked by its contract only",),
+        notes=NOTES + ("no iOS smoke: the xcframework is checked by its contract only",
+                       kit.where_from(KLEIDIAI_READER, len(kleidiai), KLEIDIAI_OVERRIDE)),
         private_source=True,
     )
 

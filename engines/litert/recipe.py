@@ -426,7 +426,7 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
             forbidden=("**/*.def",),
             symbols=((f"{device}/libLiteRt.a", SYMBOL),),
         ),
-        notes=NOTES + BAZEL_NOTES + (CLOSURE_NOTE,
+        notes=NOTES + BAZEL_NOTES + (HERMETIC_NOTE, CLOSURE_NOTE,
                                      "headers are staged first, then folded into both slices by xcodebuild "
                                      "in the fixup step", "no iOS smoke: the nm gates and the contract check it"),
         private_source=True,

@@ -104,3 +104,10 @@ def test_litert_serves_recorded_http_archives_from_bazels_repository_cache() -> 
     assert f"--file={'3' * 64}={{download:dep-cpuinfo}}" in cache.argv
     bazel_build = next(c for c in plan.build if c.label.startswith("bazel build"))
     assert "--repository_cache={build}/repository_cache" in bazel_build.argv
+
+
+def test_every_from_source_leg_says_where_its_build_time_downloads_come_from() -> None:
+    from backends.model.recipes import plan_all
+    silent = [plan.leg.id for plan in plan_all(MATRIX) if plan.leg.source == "build" and not plan.leg.aggregate
+              and not any(note.startswith("upstream's build-time downloads") for note in plan.notes)]
+    assert not silent, silent
