@@ -39,11 +39,17 @@ MACOS_INSTALL_NAME = "@rpath/libonnxruntime.dylib"
 DEPS_READER = "ort-deps"
 MIRROR_OVERRIDE = "served from {src}/mirror/<URL without https://>, which ORT's deps.txt loop prefers"
 WASM_NOTE = ("upstream's build-time downloads: the WASM build activates emsdk (the cmake/external/emsdk submodule, "
-             "pinned by its gitlink), whose `emsdk install` downloads the Emscripten toolchain itself: not yet served "
-             "by the project (docs/hermetic-sources.md)")
-DML_NOTE = ("upstream's build-time downloads: --use_dml restores the Microsoft.AI.DirectML NuGet package "
-            "(its version in cmake/external/dml.cmake) from nuget.org: not yet served by the project "
+             "pinned by its gitlink), whose `emsdk install` downloads the Emscripten toolchain itself (read by the "
+             "emsdk reader): not yet served by the project (docs/hermetic-sources.md)")
+DML_NOTE = ("upstream's build-time downloads: --use_dml restores the Microsoft.AI.DirectML NuGet package of "
+            "packages.config from nuget.org (read by the nuget reader): not yet served by the project "
             "(docs/hermetic-sources.md)")
+
+
+def _unserved(engine: Engine, reader: str, note: str) -> str:
+    """A note on downloads the project lists but does not serve yet, with the recorded URLs."""
+    urls = [item.url for item in engine.build_downloads if item.reader == reader]
+    return note + (f"; recorded: {', '.join(urls)}" if urls else "")
 
 
 def _served(leg: Leg, deps: tuple[Download, ...]) -> bool:
@@ -58,8 +64,8 @@ def _deps(leg: Leg, engine: Engine) -> tuple[tuple[Download, ...], list[Command]
     and plan=1's notes on where they come from."""
     deps = kit.build_downloads(engine, leg, DEPS_READER)
     notes = [kit.where_from(DEPS_READER, len(deps), MIRROR_OVERRIDE)]
-    notes += [WASM_NOTE] if leg.os == "wasm" else []
-    notes += [DML_NOTE] if "dml" in leg.accelerator else []
+    notes += [_unserved(engine, "emsdk", WASM_NOTE)] if leg.os == "wasm" else []
+    notes += [_unserved(engine, "nuget", DML_NOTE)] if "dml" in leg.accelerator else []
     if not deps:
         return (), [], tuple(notes)
     mirror = Command("mirror deps.txt", ("{python}", "-m", "backends.steps.build_downloads", "mirror",

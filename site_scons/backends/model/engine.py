@@ -35,7 +35,7 @@ from backends.util.locations import url_filename
 SOURCE_KINDS = ("archive", "git")
 # The readers of upstream's build-time downloads (pins/build_downloads.py), by their name in
 # `[[build_downloads]]` reader = ...
-BUILD_DOWNLOAD_READERS = ("ort-deps", "tflite-cmake", "xnnpack-kleidiai", "bazel")
+BUILD_DOWNLOAD_READERS = ("ort-deps", "tflite-cmake", "xnnpack-kleidiai", "bazel", "emsdk", "nuget")
 # The leading dotted numbers of any version-like text (a pin, a Mach-O minos): parsing, not the grammar.
 _NUMBERS = re.compile(r"[0-9]+(\.[0-9]+)*")
 

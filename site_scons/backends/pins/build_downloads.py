@@ -7,6 +7,9 @@ Each reader takes the text of one of upstream's files, as it is after fetch and 
                       OverridableFetchContent_Declare(<name> GIT_REPOSITORY/GIT_TAG | URL/URL_HASH)
     xnnpack-kleidiai  XNNPACK's cmake/DownloadKleidiAI.cmake: ExternalProject_Add(kleidiai URL URL_HASH)
     bazel             a Bazel WORKSPACE / *.bzl: http_archive(name, sha256, urls | url); .bazelversion
+    emsdk             ONNX Runtime's --emsdk_version default and emsdk's emscripten-releases-tags.json:
+                      the Emscripten release `emsdk install` downloads
+    nuget             a packages.config: the NuGet packages restored (ORT's DirectML)
 
 A declaration by git repository and tag becomes the archive its forge serves for that tag
 (what `OVERRIDABLE_FETCH_CONTENT_GIT_REPOSITORY_AND_TAG_TO_URL` does upstream), so every
@@ -16,24 +19,31 @@ where it is: a patch step has to make it fetchable.
 """
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
+from xml.etree import ElementTree
 
 from backends.model.engine import BUILD_DOWNLOAD_READERS, BuildDownload, DataError
 
 READERS = BUILD_DOWNLOAD_READERS
-ORT_DEPS, TFLITE_CMAKE, XNNPACK_KLEIDIAI, BAZEL = READERS
+ORT_DEPS, TFLITE_CMAKE, XNNPACK_KLEIDIAI, BAZEL, EMSDK, NUGET = READERS
 # Where each reader finds its files in the pinned tree (globs relative to the source root).
 READER_FILES = {
     ORT_DEPS: ("cmake/deps.txt",),
     TFLITE_CMAKE: ("tensorflow/lite/tools/cmake/modules/*.cmake",),
     XNNPACK_KLEIDIAI: ("backends/xnnpack/third-party/XNNPACK/cmake/DownloadKleidiAI.cmake",),
     BAZEL: ("WORKSPACE", ".bazelversion"),
+    EMSDK: ("tools/ci_build/build_args.py", "tools/ci_build/build.py",
+            "cmake/external/emsdk/emscripten-releases-tags.json"),
+    NUGET: ("packages.config",),
 }
+EMSCRIPTEN_RELEASE = "https://storage.googleapis.com/webassembly/emscripten-releases-builds/linux/{hash}/wasm-binaries.tar.xz"
+NUGET_PACKAGE = "https://www.nuget.org/api/v2/package/{id}/{version}"
 BAZEL_RELEASE = "https://github.com/bazelbuild/bazel/releases/download/{version}/bazel-{version}-linux-x86_64"
 
 
@@ -217,6 +227,46 @@ def read_bazel_version(text: str, where: str = ".bazelversion") -> list[BuildDow
     return [BuildDownload("bazel", BAZEL_RELEASE.format(version=version), "", where=where)]
 
 
+# -- ONNX Runtime's WASM and DirectML legs ------------------------------------------------------
+
+_EMSDK_DEFAULT = re.compile(r'"--emsdk_version"[^)]*?default\s*=\s*"([^"]+)"', re.DOTALL)
+
+
+def read_emsdk(files: Mapping[str, str]) -> list[BuildDownload]:
+    """The Emscripten release `emsdk install <version>` downloads on Linux: the version is
+    build.py's --emsdk_version default, its build hash emsdk's emscripten-releases-tags.json."""
+    tags_path = READER_FILES[EMSDK][2]
+    versions = [(path, m.group(1)) for path, text in sorted(files.items()) if path != tags_path
+                for m in [_EMSDK_DEFAULT.search(text)] if m]
+    if not versions or tags_path not in files:
+        raise DataError(f"no --emsdk_version default in {', '.join(READER_FILES[EMSDK][:2])}, or no {tags_path}")
+    where, version = versions[0]
+    try:
+        releases = json.loads(files[tags_path])["releases"]
+    except (ValueError, KeyError, TypeError):
+        raise DataError(f"{tags_path}: not emsdk's tags file (a JSON object with releases)") from None
+    if version not in releases:
+        raise DataError(f"{tags_path}: no release {version} (the --emsdk_version of {where})")
+    url = EMSCRIPTEN_RELEASE.format(hash=releases[version])
+    return [BuildDownload("emscripten", url, "", ref=version, where=f"{where}, {tags_path}")]
+
+
+def read_nuget(text: str, where: str = "packages.config") -> list[BuildDownload]:
+    """The NuGet packages of a packages.config, each as nuget.org serves it."""
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as error:
+        raise DataError(f"{where}: not XML: {error}") from None
+    found = []
+    for package in root.iter("package"):
+        ident, version = package.get("id", ""), package.get("version", "")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", ident) or not re.fullmatch(r"[0-9A-Za-z.+-]+", version):
+            raise DataError(f"{where}: a package without a plain id and version: {ElementTree.tostring(package)!r}")
+        found.append(BuildDownload(ident, NUGET_PACKAGE.format(id=ident, version=version), "", ref=version,
+                                   where=where))
+    return found
+
+
 # -- a tree -----------------------------------------------------------------------------------
 
 def read(reader: str, files: Mapping[str, str],
@@ -237,6 +287,10 @@ def _read(reader: str, files: Mapping[str, str], read_file: Callable[[str], str]
         return [item for path, text in sorted(files.items())
                 for item in (read_bazel_version(text, path) if path.endswith(".bazelversion")
                              else read_bazel_archives(text, path))]
+    if reader == EMSDK:
+        return read_emsdk(files)
+    if reader == NUGET:
+        return [item for path, text in sorted(files.items()) for item in read_nuget(text, path)]
     raise DataError(f"no reader {reader!r}; readers: {', '.join(READERS)}")
 
 

@@ -218,3 +218,34 @@ def test_repository_cache_by_bazels_sha256_refusing_other_bytes(tmp_path: Path) 
     assert (tmp_path / "rc/content_addressable/sha256" / digest / "file").read_bytes() == b"cpuinfo archive"
     assert step.main(["repository-cache", "--into", str(tmp_path / "rc"), f"--file={'0' * 64}={archive}"]) == 1
     assert not (tmp_path / "rc/content_addressable/sha256" / ("0" * 64)).exists()
+
+
+BUILD_ARGS = '''
+    parser.add_argument(
+        "--emsdk_version", default="4.0.23", help="Specify version of emsdk"
+    )
+'''
+TAGS = '{"aliases": {"latest": "4.0.23"}, "releases": {"4.0.23": "9d70dbe8860ccdd3595f6e6065d94bfb5ec8a3c8"}}'
+
+
+def test_emsdk_the_emscripten_release_of_the_pinned_version() -> None:
+    files = {"tools/ci_build/build_args.py": BUILD_ARGS, "cmake/external/emsdk/emscripten-releases-tags.json": TAGS}
+    [release] = readers.read("emsdk", files)
+    assert release.url == ("https://storage.googleapis.com/webassembly/emscripten-releases-builds/linux/"
+                           "9d70dbe8860ccdd3595f6e6065d94bfb5ec8a3c8/wasm-binaries.tar.xz")
+    assert (release.ref, release.reader) == ("4.0.23", "emsdk")
+    with pytest.raises(DataError, match="no release 4.0.23"):
+        readers.read("emsdk", {**files, "cmake/external/emsdk/emscripten-releases-tags.json": '{"releases": {}}'})
+    with pytest.raises(DataError, match="no --emsdk_version default"):
+        readers.read("emsdk", {"cmake/external/emsdk/emscripten-releases-tags.json": TAGS})
+
+
+def test_nuget_packages_config() -> None:
+    config = ('<?xml version="1.0" encoding="utf-8"?>\n<packages>\n'
+              '  <package id="Microsoft.AI.DirectML" version="1.15.4" targetFramework="native" />\n</packages>\n')
+    [dml] = readers.read("nuget", {"packages.config": config})
+    assert (dml.name, dml.url, dml.ref) == ("Microsoft.AI.DirectML",
+                                            "https://www.nuget.org/api/v2/package/Microsoft.AI.DirectML/1.15.4",
+                                            "1.15.4")
+    with pytest.raises(DataError, match="plain id and version"):
+        readers.read_nuget('<packages><package id="x" version="$(V)" /></packages>')
