@@ -73,12 +73,16 @@ def lay_repository_cache(into: Path, files: Sequence[tuple[str, Path]]) -> list[
 
 
 def _link(source: Path, dest: Path) -> Path:
+    """`dest` as a hard link to `source` (a copy across devices), replaced in one step: two legs
+    sharing a source tree may lay the same mirror at once."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.unlink(missing_ok=True)
+    temporary = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    temporary.unlink(missing_ok=True)
     try:
-        os.link(source, dest)
+        os.link(source, temporary)
     except OSError:
-        shutil.copyfile(source, dest)
+        shutil.copyfile(source, temporary)
+    os.replace(temporary, dest)
     return dest
 
 
