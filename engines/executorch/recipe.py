@@ -325,7 +325,7 @@ def _desktop_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         # sccache and MSVC's /Fd PDB handling clash (docs/upstream.md#executorch-build)
         compiler_cache=leg.os != "windows",
         env=frozen(_plan_env(leg)),
-        build=tuple(([kit.check_build_downloads(KLEIDIAI_READER, kleidiai)] if kleidiai else [])
+        build=tuple(([kit.check_build_downloads(engine, KLEIDIAI_READER)] if kleidiai else [])
                     + _desktop_build(leg, engine)),
         collect=tuple(_collect(leg)),
         fixups=(_relocate(),),
@@ -386,7 +386,7 @@ def _ios_build(leg: Leg, engine: Engine) -> list[Command]:
 
 def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     kleidiai = _kleidiai(leg, engine)
-    check = [kit.check_build_downloads(KLEIDIAI_READER, kleidiai)] if kleidiai else []
+    check = [kit.check_build_downloads(engine, KLEIDIAI_READER)] if kleidiai else []
     return Plan(
         leg=leg, version=engine.version, archive=archive,
         downloads=(kit.git_source(engine), *kleidiai),

@@ -71,7 +71,7 @@ def _deps(leg: Leg, engine: Engine) -> tuple[tuple[Download, ...], list[Command]
     mirror = Command("mirror deps.txt", ("{python}", "-m", "backends.steps.build_downloads", "mirror",
                                          "--into", "{src}/mirror",
                                          *(f"--file={d.url}={{download:{d.name}}}" for d in deps)))
-    return deps, [kit.check_build_downloads(DEPS_READER, deps), mirror], tuple(notes)
+    return deps, [kit.check_build_downloads(engine, DEPS_READER), mirror], tuple(notes)
 
 
 def _platform_args(leg: Leg, engine: Engine) -> tuple[list[str], list[str]]:

@@ -108,7 +108,7 @@ def _build(leg: Leg, engine: Engine, modules: Sequence[Download] = ()) -> list[C
     # The step graph keys a build on its commands, not on project files: the digest makes an
     # edit of the wrapper rebuild the TFLite legs (and only them).
     digest = frozen({"TFLITE_WRAPPER_SHA256": wrapper_digest(engine)})
-    check = [kit.check_build_downloads(MODULES_READER, modules)] if modules else []
+    check = [kit.check_build_downloads(engine, MODULES_READER)] if modules else []
     return [
         *check,
         # Cache variables are sticky: a removed -D would otherwise survive into the next configure.

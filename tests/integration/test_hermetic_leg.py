@@ -60,7 +60,7 @@ from backends.model.plan import Command, Contract, CopyRule, Plan
 def plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     deps = kit.build_downloads(engine, leg, "ort-deps")
     served = bool(deps)
-    serve = [kit.check_build_downloads("ort-deps", deps),
+    serve = [kit.check_build_downloads(engine, "ort-deps"),
              Command("mirror deps.txt", ("{python}", "-m", "backends.steps.build_downloads", "mirror", "--into",
                                          "{src}/mirror", *(f"--file={d.url}={{download:{d.name}}}" for d in deps)))]
     build = (*(serve if served else ()),

@@ -186,9 +186,11 @@ def where_from(reader: str, entries: int, override: str) -> str:
             f"(`python -m backends.steps.build_downloads record` fills [[build_downloads]]); {override}")
 
 
-def check_build_downloads(reader: str, downloads: Iterable[Download], tree: str = "{src}") -> Command:
+def check_build_downloads(engine: Engine, reader: str, tree: str = "{src}") -> Command:
     """A build command that fails, naming each URL, when the pinned tree declares a download
-    the leg does not serve (backends.steps.build_downloads check)."""
+    the engine's `[[build_downloads]]` do not record (backends.steps.build_downloads check).
+    Every recorded one counts, also those a `when` keeps from this leg: that is a maintainer's
+    call that the leg never downloads it, and the network-off build holds it to that."""
+    urls = [item.url for item in engine.build_downloads if item.reader == reader]
     return Command(f"check {reader} downloads", ("{python}", "-m", "backends.steps.build_downloads", "check",
-                                                 "--reader", reader, "--tree", tree, "--given",
-                                                 *(d.url for d in downloads)))
+                                                 "--reader", reader, "--tree", tree, "--given", *urls))

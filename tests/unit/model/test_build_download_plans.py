@@ -111,3 +111,13 @@ def test_every_from_source_leg_says_where_its_build_time_downloads_come_from() -
     silent = [plan.leg.id for plan in plan_all(MATRIX) if plan.leg.source == "build" and not plan.leg.aggregate
               and not any(note.startswith("upstream's build-time downloads") for note in plan.notes)]
     assert not silent, silent
+
+
+def test_the_tree_check_counts_entries_a_when_keeps_from_the_leg() -> None:
+    protoc = BuildDownload("protoc_win64", "https://github.com/protocolbuffers/protobuf/releases/download/v21.12/"
+                           "protoc-21.12-win64.zip", "sha1:" + "4" * 40, reader="ort-deps",
+                           when=MappingProxyType({"os": ("windows",)}))
+    plan = plan_leg(_source_leg("onnxruntime"), _engine("onnxruntime", ABSEIL, protoc), MATRIX)
+    assert [d.name for d in plan.downloads if d.upstream] == ["dep-abseil_cpp"]  # not fetched for linux
+    check = next(c for c in plan.build if c.label == "check ort-deps downloads")
+    assert protoc.url in check.argv and ABSEIL.url in check.argv  # but recorded: the tree may declare it
