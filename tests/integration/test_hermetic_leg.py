@@ -141,8 +141,10 @@ def server(tmp_path: Path, tools: None):
 @pytest.mark.skipif(not isolation_prefix(), reason="this host cannot make a network namespace")
 def test_the_leg_builds_with_the_network_off_and_its_sbom_lists_exactly_its_inputs(tmp_path, server):
     project, mirror = _project(tmp_path, server)
-    run = scons(project, LEG, f"mirror={mirror}")
+    shutil.copy2(server.root / "fixdeps-1.0.0.tar.gz", mirror)  # every input in the mirror: offline=1 holds
+    run = scons(project, LEG, f"mirror={mirror}", "offline=1")
     assert run.returncode == 0, str(run)
+    assert server.requests == []  # nothing was asked of the upstream server
     build = json.loads((project / f"build/legs/{LEG}/steps/build.json").read_text())
     ran = {c["label"]: c for c in build["body"]["commands"]} if "body" in build else {
         c["label"]: c for c in build["commands"]}
