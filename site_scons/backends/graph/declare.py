@@ -407,7 +407,7 @@ class Graph:
             if not self._said_untrusting:
                 warn("no key is trusted, so nothing is restored (built legs are still stored): pass "
                      "binary_cache_trust=<key.pub> (the writers' public keys), or binary_cache_trust=unsigned for a "
-                     "store nobody else writes; see docs/binary-cache-trust.md")
+                     "store nobody else writes; see docs/binary-cache.md#keys")
                 self._said_untrusting = True
             return None
         for store in self.run.stores:
