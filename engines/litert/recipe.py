@@ -81,7 +81,7 @@ BAZEL_NOTES = (
     "every Bazel command uses a per-leg --output_base (Windows: the leg's short directory {short}, "
     "for MAX_PATH) and --symlink_prefix under {build}: legs sharing one source tree never share a "
     "server, outputs or bazel-bin (upstream's scratch files and bazel-bin were shared, "
-    "docs/upstream.md#non-hermetic)",
+    "docs/history.md#non-hermetic)",
     "configure.py reads its answers from stdin and takes EOF as the default answer, which is what "
     "upstream's `yes \"\" |` fed it; the runner gives it no stdin",
 )

@@ -83,7 +83,7 @@ ROW_FIELDS = (
     Field("requires", table_of(line, key_check=identifier), MappingProxyType({})),
     Field("params", table_of(path_component, key_check=template_name, by_key=PARAM_CHECKS), MappingProxyType({})),
     Field("version", version, ""),
-    # Runner limits (docs/decisions.md "On the runners"): the hours a cold build (no compiler
+    # Runner limits (docs/ci-and-release.md "On the runners"): the hours a cold build (no compiler
     # cache) is estimated to take on its runner, 0 when well within a CI job; and whether CI
     # frees the Linux runner's preinstalled SDKs first (inputs of several GB).
     Field("cold_hours", hours, 0.0),

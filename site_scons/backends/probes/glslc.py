@@ -1,4 +1,4 @@
-"""Probe: can the ambient glslc compile ExecuTorch's int8 Vulkan shaders? (docs/upstream.md#fix-glslc)
+"""Probe: can the ambient glslc compile ExecuTorch's int8 Vulkan shaders? (docs/history.md#fix-glslc)
 
     python -m backends.probes.glslc [--glslc PATH] [--install]
 

@@ -1,7 +1,7 @@
 """Post-stage fixups that recipes run as commands: `python -m backends.steps.fixups <fixup> ...`.
 
 Each fixup is idempotent (a rerun on a fixed tree changes nothing) and fails loudly: no
-`|| true` (docs/upstream.md#false-greens).
+`|| true` (docs/history.md#false-greens).
 """
 from __future__ import annotations
 
