@@ -345,7 +345,7 @@ class Graph:
         if plan.leg.id not in self._keys:
             self._keys.update(leg_keys([plan], self.matrix, self.root, version=self.settings.version,
                                        fmt=self.settings.format, origins=self.settings.origins,
-                                       hash_file=self.run.records.digests.digest, lock=self.settings.lock))
+                                       hash_file=self.run.records.digests.require, lock=self.settings.lock))
             key = self._keys[plan.leg.id]
             if not key.digest and self.run.stores:
                 warn(f"{plan.leg.id} has no key, so it is built: {key.uncacheable}")
