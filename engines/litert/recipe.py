@@ -349,7 +349,7 @@ def _source_downloads(leg: Leg, engine: Engine) -> list[Download]:
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     collect = [HEADER_RULE]
     bundle = None
-    notes = BAZEL_NOTES
+    notes: tuple[str, ...] = BAZEL_NOTES
     env = dict(WINDOWS_ENV) if leg.os == "windows" else {}
     if leg.os == "windows" and leg.arch == "arm64":
         env.update({"USE_CLANG_CL": "1", "BAZEL_LLVM": LLVM_DIR})

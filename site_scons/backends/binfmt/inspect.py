@@ -11,6 +11,7 @@ import re
 import subprocess
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from backends.binfmt.macho import macho_archs
 from backends.binfmt.objects import AR_MAGIC, FormatError, iter_archive_members, nm_symbol_table, object_format
@@ -44,7 +45,7 @@ def _tool_output(name: str, arguments: list[str], path: Path) -> str:
 def _is_elf_shared_object(path: Path) -> bool:
     with open(path, "rb") as stream:
         head = stream.read(18)
-    order = "little" if head[5:6] == b"\x01" else "big"
+    order: Literal["little", "big"] = "little" if head[5:6] == b"\x01" else "big"
     return head.startswith(b"\x7fELF") and int.from_bytes(head[16:18], order) == ELF_TYPE_SHARED
 
 
@@ -151,9 +152,9 @@ def macho_min_os(lib: Path) -> dict[str, str]:
                     for command in commands
                     if command.get("cmd") == "LC_BUILD_VERSION"
                     or command.get("cmd", "").startswith("LC_VERSION_MIN_")]
-        versions = [version for version in versions if version]
-        if versions:
-            result[arch] = max(versions, key=lambda version: version_key(version) or ())
+        found = [version for version in versions if version]
+        if found:
+            result[arch] = max(found, key=lambda version: version_key(version) or ())
     return result
 
 
@@ -246,7 +247,7 @@ def _object_heads(lib: Path) -> list[bytes]:
 
 
 def _elf_machine(head: bytes) -> int:
-    order = "little" if head[5:6] == b"\x01" else "big"
+    order: Literal["little", "big"] = "little" if head[5:6] == b"\x01" else "big"
     return int.from_bytes(head[18:20], order)
 
 

@@ -5,7 +5,7 @@ objects) rather than asked of lipo: llvm-lipo 14
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from backends.binfmt.objects import FormatError, iter_archive_members, object_format
 
@@ -41,6 +41,7 @@ def arch_name(cputype: int, cpusubtype: int) -> str:
 
 def _thin_arch(head: bytes) -> str | None:
     magic = head[:4]
+    order: Literal["little", "big"]
     if magic in _THIN_LITTLE:
         order = "little"
     elif magic in _THIN_BIG:

@@ -293,8 +293,8 @@ def _git_checkout(engine_name: str, download: Download, origin: str, record: Pat
     dest = record.with_suffix("") / leaf(download)
     git_step.checkout(download.url, commit, dest, remotes, submodules=download.submodules, log=log, label=label,
                       only=download.submodule_paths)
-    body = {"name": download.name, "url": download.url, "override": origin, "ref": download.ref, "commit": commit,
-            "path": str(dest)}
+    body: dict[str, object] = {"name": download.name, "url": download.url, "override": origin, "ref": download.ref,
+                               "commit": commit, "path": str(dest)}
     if download.submodule_paths:  # the selected ones, at the commits the superproject's tree records
         body["submodules"] = git_step.gitlinks(dest, commit, download.submodule_paths)
     return StepResult(body)
@@ -428,7 +428,9 @@ def stage(leg_id: str) -> StepResult:
                                                       run.settings.verbose, log_prefix="fixup")
     if nodes.plan.leg.code_signed:
         result["signing"] = sign.sign_stage(dirs.stage, run.environ).record()
-    result["sbom"] = _write_sbom(nodes, dirs.stage, result["bundled"])
+    bundled = result["bundled"]
+    assert isinstance(bundled, list)  # the libraries steps/stage.py bundled
+    result["sbom"] = _write_sbom(nodes, dirs.stage, bundled)
     result["files"] = len([e for e in list_tree(dirs.stage, with_hashes=False) if e.kind != "dir"])
     return StepResult(result, trees=(dirs.stage,))
 

@@ -221,9 +221,9 @@ class Graph:
             self.env.Clean(build, [str(dirs.build), str(dirs.install), str(dirs.venv), str(dirs.short)])
             previous = [build]
         # The stage holds the SBOM, dated by SOURCE_DATE_EPOCH like the archive.
-        stage_payload = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
-                         "fixups": plan.fixups, "sign": actions.signs_here(self.run, leg),
-                         "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")}
+        stage_payload: dict[str, object] = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
+                                            "fixups": plan.fixups, "sign": actions.signs_here(self.run, leg),
+                                            "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")}
         if plan.fixups:
             stage_payload.update(self._environment(plan))
         stage = self._step([steps_dir / "stage.json"], previous, "stage", leg.id, leg.id,
@@ -248,6 +248,7 @@ class Graph:
             input_leg = self.matrix.leg(input_id)
             if self.settings.inputs == "build" and self.host.can_build(input_leg):
                 built = self.add_leg(input_leg)
+                assert built.published is not None  # add_leg declares where the leg publishes
                 input_nodes.append(built.publish_node)
                 input_archives.append(built.published)
                 continue
@@ -345,7 +346,7 @@ class Graph:
         if plan.leg.id not in self._keys:
             self._keys.update(leg_keys([plan], self.matrix, self.root, version=self.settings.version,
                                        fmt=self.settings.format, origins=self.settings.origins,
-                                       hash_file=self.run.records.digests.digest, lock=self.settings.lock))
+                                       hash_file=self.run.records.digests.require, lock=self.settings.lock))
             key = self._keys[plan.leg.id]
             if not key.digest and self.run.stores:
                 warn(f"{plan.leg.id} has no key, so it is built: {key.uncacheable}")

@@ -202,7 +202,7 @@ SELECTED = "selected"
 def _submodules_mode(value: object, label: str, where: str) -> bool | str:
     """A git source's `submodules`: true (every one), false (none) or "selected"."""
     if value is True or value is False or value == SELECTED:
-        return value  # type: ignore[return-value]
+        return value
     raise DataError(f"{where}: {label} must be true (every submodule, recursively), false (none) or "
                     f"\"{SELECTED}\" (only those the [[submodules]] entries select for the leg), not {value!r}")
 
