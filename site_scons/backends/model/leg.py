@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from backends.model.vocab import MSVC_ARCH, RUNNERS, platform_label, split_platform
+from backends.model.platforms import platform_table
+from backends.model.vocab import RUNNERS, platform_label, split_platform
 
 
 def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
@@ -50,7 +51,7 @@ class Leg:
 
     @property
     def msvc_arch(self) -> str:
-        return MSVC_ARCH.get(self.arch, "") if self.os == "windows" else ""
+        return platform_table().msvc_arch(self.platform)
 
     @property
     def runner_host(self) -> tuple[str, str]:

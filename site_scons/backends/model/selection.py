@@ -1,12 +1,12 @@
 """Choosing legs from command-line filters, with errors that say what does exist."""
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from backends.model.leg import Leg
 from backends.model.vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES, VocabularyError, canonical_platform
+from backends.util.spelling import suggest
 
 
 class SelectionError(ValueError):
@@ -50,12 +50,6 @@ class Filters:
             if name in self.values:
                 parts.append(f"{name}={','.join(self.values[name])}")
         return " ".join(parts)
-
-
-def suggest(token: str, valid: Iterable[str]) -> str:
-    valid = list(valid)
-    close = [v for v in valid if token and v.startswith(token)] or difflib.get_close_matches(token, valid, n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _canonical(name: str, token: str, vocabulary: tuple[str, ...] | None) -> str:
