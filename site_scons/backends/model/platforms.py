@@ -28,6 +28,7 @@ class OsFacts:
     system: str  # what Python's platform.system() says on such a host ("" where none runs this project)
     formats: tuple[str, ...]
     abi_machines: Mapping[str, str]  # lib/<abi>/ -> machine (Android's multi-ABI packages)
+    slice_machines: tuple[str, ...]  # machines an xcframework slice directory may name (iOS)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Platform:
     elf_machine: int = 0
     macho_cputype: int = 0
     coff_machine: int = 0
+    aggregate: str = ""
     slices: tuple[str, ...] = ()
     native_on: tuple[str, ...] = ()
     cross_triple: str = ""
@@ -100,9 +102,9 @@ class PlatformTable:
         return MappingProxyType({label: (p.os, p.arch) for p in self.platforms.values() for label in p.runners})
 
     @cached_property
-    def aggregates(self) -> Mapping[str, tuple[str, ...]]:
-        """Aggregate platform -> the per-arch platforms it fuses, in slice order."""
-        return MappingProxyType({p.token: p.slices for p in self.platforms.values() if p.slices})
+    def aggregate_slices(self) -> Mapping[str, tuple[str, ...]]:
+        """Aggregate (universal, android-bundle) -> the per-arch platforms it fuses, in slice order."""
+        return MappingProxyType({p.aggregate: p.slices for p in self.platforms.values() if p.aggregate})
 
     def of_host(self, os_name: str, machine: str) -> str:
         """The platform of a host whose OS is `os_name` and whose CPU any platform of that
@@ -162,6 +164,7 @@ OS_FIELDS = (
     Field("system", line, ""),
     Field("formats", _strings),
     Field("abi_machines", table_of(text), MappingProxyType({})),
+    Field("slice_machines", _strings, ()),
 )
 MSVC_FIELDS = (Field("arch", line), Field("dev_cmd_arch", line), Field("processor", line),
                Field("tools_component", line))
@@ -183,6 +186,7 @@ PLATFORM_FIELDS = (
     Field("elf_machine", _machine_id, 0),
     Field("macho_cputype", _machine_id, 0),
     Field("coff_machine", _machine_id, 0),
+    Field("aggregate", line, ""),
     Field("slices", _strings, ()),
     Field("native_on", _strings, ()),
     Field("cross_triple", line, ""),
@@ -214,6 +218,8 @@ def _cross_check(table_: PlatformTable, where: str) -> None:
         for spelling in (p.token, *p.aliases):
             if seen.setdefault(spelling, p.token) != p.token:
                 raise DataError(f"{where}: {spelling!r} spells both {seen[spelling]} and {p.token}")
+        if bool(p.aggregate) != bool(p.slices):
+            raise DataError(f"{where}: platform.{p.token}: an aggregate names its slices, and slices their aggregate")
     labels = [label for p in table_.platforms.values() for label in p.runners]
     if len(labels) != len(set(labels)):
         raise DataError(f"{where}: a runner label names two platforms")

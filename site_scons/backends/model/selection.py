@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from backends.model.leg import Leg
+from backends.model.platforms import platform_table
 from backends.model.vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES, VocabularyError, canonical_platform
 from backends.util.spelling import suggest
 
@@ -58,11 +59,8 @@ def _canonical(name: str, token: str, vocabulary: tuple[str, ...] | None) -> str
         try:
             return canonical_platform(lowered)
         except VocabularyError:
-            raise SelectionError(
-                f"unknown platform {token!r}: use <os>-<arch> with os in macos, linux, windows, android, ios, wasm "
-                "and arch x86_64 (alias x64, amd64), arm64 (alias aarch64, arm64-v8a), or universal; "
-                "e.g. linux-x86_64, windows-x64, linux-arm64, macos-universal, android, ios, wasm"
-            ) from None
+            raise SelectionError(f"unknown platform {token!r}{suggest(lowered, platform_table().tokens)}: "
+                                 f"platforms are {platform_table().examples()}") from None
     assert vocabulary is not None
     if lowered not in vocabulary:
         raise SelectionError(f"unknown {name} {token!r}{suggest(lowered, vocabulary)}; valid: {', '.join(vocabulary)}")

@@ -15,7 +15,7 @@ FLAVORS = ("cpu", "gpu", "cuda")
 SOURCES = ("build", "prebuilt", "aggregate")
 ACCELERATORS = ("coreml", "mps", "mlx", "metal", "dml", "vulkan", "cuda")
 TOOLCHAINS = ("none", "android", "emscripten")
-AGGREGATES = ("universal", "android-bundle")
+AGGREGATES = tuple(platform_table().aggregate_slices)
 ARCHES = platform_table().arches
 LINKAGES = ("shared", "static")  # an xcframework links statically
 
