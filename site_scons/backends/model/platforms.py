@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from backends.model.schema import DataError, Field, boolean, line, list_of, read, table, table_of, text
+from backends.model.schema import DataError, Field, boolean, line, list_of, one_of, read, table, table_of, text
 
 FILE_NAME = "platforms.toml"
 # The project's own copy: engines/ beside site_scons/.
@@ -29,6 +29,7 @@ class OsFacts:
     formats: tuple[str, ...]
     abi_machines: Mapping[str, str]  # lib/<abi>/ -> machine (Android's multi-ABI packages)
     slice_machines: tuple[str, ...]  # machines an xcframework slice directory may name (iOS)
+    device_slice: str  # the xcframework slice of a device build (iOS)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class Msvc:
     dev_cmd_arch: str  # VsDevCmd's -arch spelling
     processor: str  # PROCESSOR_ARCHITECTURE on a host of this platform
     tools_component: str  # the Visual Studio component holding its compiler
+    lib_machine: str  # lib.exe's /machine option for an import library
+    dlltool_machine: str  # llvm-dlltool's -m for one
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class Platform:
     native_on: tuple[str, ...] = ()
     cross_triple: str = ""
     sysroot_packages: tuple[str, ...] = ()
+    anira_gate: str = ""
     msvc: Msvc | None = None
     emulated: Emulation | None = None
 
@@ -128,6 +132,14 @@ class PlatformTable:
     def msvc_targets(self) -> tuple[Msvc, ...]:
         return tuple(p.msvc for p in self.platforms.values() if p.msvc)
 
+    def msvc_of_arch(self, os_name: str) -> Mapping[str, str]:
+        """A host's arch (its platform token's) -> the MSVC target of that platform."""
+        return MappingProxyType({p.arch: p.msvc.arch for p in self.platforms.values() if p.os == os_name and p.msvc})
+
+    def gated(self) -> tuple[str, ...]:
+        """The platforms the anira gate runs on, those it always runs on first."""
+        return tuple(p.token for gate in ANIRA_GATES for p in self.platforms.values() if p.anira_gate == gate)
+
     def emulation(self, token: str) -> Emulation | None:
         platform = self.platforms.get(token)
         return platform.emulated if platform else None
@@ -165,9 +177,11 @@ OS_FIELDS = (
     Field("formats", _strings),
     Field("abi_machines", table_of(text), MappingProxyType({})),
     Field("slice_machines", _strings, ()),
+    Field("device_slice", line, ""),
 )
 MSVC_FIELDS = (Field("arch", line), Field("dev_cmd_arch", line), Field("processor", line),
-               Field("tools_component", line))
+               Field("tools_component", line), Field("lib_machine", line), Field("dlltool_machine", line))
+ANIRA_GATES = ("always", "with-archives")
 EMULATION_FIELDS = (
     Field("mode", line),
     Field("hosts", _strings),
@@ -191,6 +205,7 @@ PLATFORM_FIELDS = (
     Field("native_on", _strings, ()),
     Field("cross_triple", line, ""),
     Field("sysroot_packages", _strings, ()),
+    Field("anira_gate", one_of(ANIRA_GATES), ""),
     Field("msvc", _msvc, None),
     Field("emulated", _emulation, None),
 )
