@@ -161,6 +161,7 @@ def help_text() -> str:
               "data and the working tree (what a change rebuilds), pinned or not; never builds",
               "  cache-keygen key=PATH  write a binary cache signing key pair: PATH (secret, mode 0600) and "
               "PATH.pub",
-              "  <leg id>     build one leg, e.g. onnxruntime-linux-x86_64-shared (platform aliases accepted)",
+              "  <leg id>     build one leg, <engine>-<platform>[-<flavor>]-<kind>[-debug] such as "
+              f"onnxruntime-{platform_table().tokens[0]}-shared (platform aliases accepted)",
               "  (none)       with filters: build the selected legs this host can build; without: list them"]
     return "\n".join(lines)
