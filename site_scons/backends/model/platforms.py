@@ -61,12 +61,10 @@ class Platform:
     aliases: tuple[str, ...] = ()
     runners: tuple[str, ...] = ()
     machines: tuple[str, ...] = ()
-    elf_machine: int = 0
-    macho_cputype: int = 0
-    coff_machine: int = 0
     aggregate: str = ""
     slices: tuple[str, ...] = ()
     native_on: tuple[str, ...] = ()
+    debian_arch: str = ""
     cross_triple: str = ""
     sysroot_packages: tuple[str, ...] = ()
     anira_gate: str = ""
@@ -79,9 +77,20 @@ class Platform:
 
 
 @dataclass(frozen=True)
+class Machine:
+    name: str
+    elf: int = 0  # e_machine
+    coff: int = 0  # the COFF/PE Machine field
+    macho: tuple[int, ...] = ()  # (cputype,) or (cputype, cpusubtype)
+    wasm: bool = False
+    family: str = ""
+
+
+@dataclass(frozen=True)
 class PlatformTable:
     oses: Mapping[str, OsFacts]
     platforms: Mapping[str, Platform]
+    machines: Mapping[str, Machine]
 
     def __getitem__(self, token: str) -> Platform:
         return self.platforms[token]
@@ -109,6 +118,24 @@ class PlatformTable:
     def aggregate_slices(self) -> Mapping[str, tuple[str, ...]]:
         """Aggregate (universal, android-bundle) -> the per-arch platforms it fuses, in slice order."""
         return MappingProxyType({p.aggregate: p.slices for p in self.platforms.values() if p.aggregate})
+
+    @cached_property
+    def elf_machines(self) -> Mapping[int, str]:
+        return MappingProxyType({m.elf: m.name for m in self.machines.values() if m.elf})
+
+    @cached_property
+    def coff_machines(self) -> Mapping[int, str]:
+        return MappingProxyType({m.coff: m.name for m in self.machines.values() if m.coff})
+
+    @cached_property
+    def macho_machines(self) -> Mapping[tuple[int, int | None], str]:
+        """(cputype, cpusubtype or None for any other) -> the machine's name."""
+        return MappingProxyType({(m.macho[0], m.macho[1] if len(m.macho) > 1 else None): m.name
+                                 for m in self.machines.values() if m.macho})
+
+    @cached_property
+    def wasm_machines(self) -> frozenset[str]:
+        return frozenset(m.name for m in self.machines.values() if m.wasm)
 
     def of_host(self, os_name: str, machine: str) -> str:
         """The platform of a host whose OS is `os_name` and whose CPU any platform of that
@@ -160,6 +187,13 @@ def _machine_id(value: object, label: str, where: str) -> int:
     return value
 
 
+def _macho_id(value: object, label: str, where: str) -> tuple[int, ...]:
+    ids = tuple(list_of(_machine_id)(value, label, where))
+    if len(ids) > 2:
+        raise DataError(f"{where}: {label} is [cputype] or [cputype, cpusubtype], not {value!r}")
+    return ids
+
+
 def _emulation(value: object, label: str, where: str) -> Emulation:
     values = read(table(value, label, where), EMULATION_FIELDS, f"{where}.{label}")
     if values["mode"] not in RUN_MODES:
@@ -197,19 +231,24 @@ PLATFORM_FIELDS = (
     Field("aliases", _strings, ()),
     Field("runners", _strings, ()),
     Field("machines", _strings, ()),
-    Field("elf_machine", _machine_id, 0),
-    Field("macho_cputype", _machine_id, 0),
-    Field("coff_machine", _machine_id, 0),
     Field("aggregate", line, ""),
     Field("slices", _strings, ()),
     Field("native_on", _strings, ()),
+    Field("debian_arch", line, ""),
     Field("cross_triple", line, ""),
     Field("sysroot_packages", _strings, ()),
     Field("anira_gate", one_of(ANIRA_GATES), ""),
     Field("msvc", _msvc, None),
     Field("emulated", _emulation, None),
 )
-FILE_FIELDS = (Field("os", table), Field("platform", table))
+MACHINE_FIELDS = (
+    Field("elf", _machine_id, 0),
+    Field("coff", _machine_id, 0),
+    Field("macho", _macho_id, ()),
+    Field("wasm", boolean, False),
+    Field("family", line, ""),
+)
+FILE_FIELDS = (Field("os", table), Field("platform", table), Field("machine", table))
 
 
 def _platform(token: str, value: object, oses: Mapping[str, OsFacts], where: str) -> Platform:
@@ -230,6 +269,9 @@ def _cross_check(table_: PlatformTable, where: str) -> None:
         for named in (*p.slices, *p.native_on, *(p.emulated.hosts if p.emulated else ())):
             if named not in table_.platforms:
                 raise DataError(f"{where}: platform.{p.token} names {named!r}, which is no platform of the table")
+        for machine in p.machines:
+            if machine not in table_.machines:
+                raise DataError(f"{where}: platform.{p.token} has machine {machine!r}, which no [machine.*] names")
         for spelling in (p.token, *p.aliases):
             if seen.setdefault(spelling, p.token) != p.token:
                 raise DataError(f"{where}: {spelling!r} spells both {seen[spelling]} and {p.token}")
@@ -245,7 +287,9 @@ def parse_platforms(data: Mapping[str, object], where: str) -> PlatformTable:
     oses = {name: OsFacts(name=name, **read(table(raw, name, where), OS_FIELDS, f"{where}: os.{name}"))
             for name, raw in values["os"].items()}
     platforms = {token: _platform(token, raw, oses, where) for token, raw in values["platform"].items()}
-    result = PlatformTable(MappingProxyType(oses), MappingProxyType(platforms))
+    machines = {name: Machine(name=name, **read(table(raw, name, where), MACHINE_FIELDS, f"{where}: machine.{name}"))
+                for name, raw in values["machine"].items()}
+    result = PlatformTable(MappingProxyType(oses), MappingProxyType(platforms), MappingProxyType(machines))
     _cross_check(result, where)
     return result
 
