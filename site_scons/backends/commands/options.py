@@ -88,8 +88,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("platform", f"platform(s) <os>-<arch>: {platform_table().examples()}; building defaults to this host, "
            "list/plan/ci-matrix to all", "",
            check=_comma_list),
-    Option("flavor", "cpu is the default package, gpu and cuda the accelerator variants; building defaults to "
-           "cpu, list/plan/ci-matrix to all", "", ("all", *FLAVORS), check=_comma_list),
+    Option("flavor", f"cpu is the default package, {', '.join(f for f in FLAVORS if f != 'cpu')} the accelerator variants (engines/"
+           "contracts.toml [flavors]); building defaults to cpu, list/plan/ci-matrix to all", "", ("all", *FLAVORS),
+           check=_comma_list),
     Option("kind", "package form (xcframework: iOS only)", "", ("all", *KINDS), check=_comma_list),
     Option("config", "build configuration", "", ("all", *CONFIGS), check=_comma_list),
     Option("source", "how the leg gets its binaries", "", ("all", *SOURCES), check=_comma_list),

@@ -5,15 +5,36 @@ Aliases are accepted on input and never written back.
 """
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 from backends.model.platforms import platform_table
 
-ENGINES = ("onnxruntime", "libtorch", "tflite", "litert", "executorch")
+# The project's own data: engines/ beside site_scons/.
+ENGINES_DIR = Path(__file__).resolve().parents[3] / "engines"
+# How lists order the engines; any other engine with an engines/<name>/engine.toml follows by name.
+LISTING_ORDER = ("onnxruntime", "libtorch", "tflite", "litert", "executorch")
+
+
+def _engines(engines_dir: Path) -> tuple[str, ...]:
+    found = {path.parent.name for path in engines_dir.glob("*/engine.toml")}
+    return tuple(name for name in LISTING_ORDER if name in found) + tuple(sorted(found - set(LISTING_ORDER)))
+
+
+def _declared(section: str) -> tuple[str, ...]:
+    """The names a section of engines/contracts.toml declares ([flavors], [accelerators]);
+    model.contract_data validates the rest of that file."""
+    with (ENGINES_DIR / "contracts.toml").open("rb") as handle:
+        return tuple(tomllib.load(handle).get(section, {}))
+
+
+ENGINES = _engines(ENGINES_DIR)
 OSES = tuple(platform_table().oses)
 KINDS = ("shared", "static", "xcframework")
 CONFIGS = ("release", "debug")
-FLAVORS = ("cpu", "gpu", "cuda")
+FLAVORS = _declared("flavors")
 SOURCES = ("build", "prebuilt", "aggregate")
-ACCELERATORS = ("coreml", "mps", "mlx", "metal", "dml", "vulkan", "cuda")
+ACCELERATORS = _declared("accelerators")
 TOOLCHAINS = ("none", "android", "emscripten")
 AGGREGATES = tuple(platform_table().aggregate_slices)
 ARCHES = platform_table().arches
