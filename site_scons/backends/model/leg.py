@@ -58,6 +58,20 @@ class Leg:
         return RUNNERS[self.runner]
 
     @property
+    def cross_triple(self) -> str:
+        """The GNU triple of the cross compiler the leg is built with where its runner is of its
+        OS but of another arch (engines/platforms.toml); "" for a native build."""
+        runner_os, runner_arch = self.runner_host
+        if runner_os != self.os or runner_arch == self.arch:
+            return ""
+        return platform_table()[self.platform].cross_triple
+
+    @property
+    def sysroot_packages(self) -> tuple[str, ...]:
+        """The Debian packages of that cross compiler and its sysroot."""
+        return platform_table()[self.platform].sysroot_packages if self.cross_triple else ()
+
+    @property
     def code_signed(self) -> bool:
         """Shared macOS packages are signed: they ship dylibs a hardened-runtime app must be able to load."""
         return self.os == "macos" and self.kind == "shared"
