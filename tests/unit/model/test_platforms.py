@@ -3,15 +3,19 @@ core, and the mistakes it refuses at load, naming the file and the field."""
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from backends.binfmt import inspect
+from backends.model.matrix import load_matrix
 from backends.model.platforms import DEFAULT_FILE, load_platforms, platform_table
+from backends.model.recipe_kit import cross_defines
 from backends.model.schema import DataError
 from backends.model.vocab import canonical_platform
 
+REPO = Path(__file__).resolve().parents[3]
 TABLE_TEXT = DEFAULT_FILE.read_text(encoding="utf-8")
 
 
@@ -79,3 +83,15 @@ def test_a_mistake_is_refused_naming_the_field(tmp_path: Path, old: str, new: st
 
 def test_the_table_as_shipped_loads(tmp_path: Path) -> None:
     _load(tmp_path, TABLE_TEXT)
+
+
+def test_a_leg_is_cross_built_only_on_a_runner_of_its_os_and_another_arch() -> None:
+    matrix = load_matrix(REPO)
+    assert all(leg.cross_triple == "" and leg.sysroot_packages == () for leg in matrix.legs)  # all native today
+    leg = next(leg for leg in matrix.legs if leg.platform == "linux-aarch64" and leg.source == "build")
+    cross = replace(leg, runner="ubuntu-24.04")
+    assert cross.cross_triple == "aarch64-linux-gnu" and cross.sysroot_packages == ("g++-aarch64-linux-gnu",)
+    assert cross_defines(cross) == {"CMAKE_SYSTEM_NAME": "Linux", "CMAKE_SYSTEM_PROCESSOR": "aarch64",
+                                    "CMAKE_C_COMPILER": "aarch64-linux-gnu-gcc",
+                                    "CMAKE_CXX_COMPILER": "aarch64-linux-gnu-g++"}
+    assert cross_defines(leg) == {}
