@@ -17,7 +17,7 @@ its model repositories out at the commits `.github/anira.toml` pins (anira_pins.
 
     python -m backends.ci.downstream matrix --matrix ci-matrix.json --dist DIR
     python -m backends.ci.downstream stage --matrix ci-matrix.json --dist DIR --out DIR
-    python -m backends.ci.downstream cmake-args --platform linux-x86_64 --matrix ci-matrix.json --dist DIR
+    python -m backends.ci.downstream cmake-args --platform PLATFORM --matrix ci-matrix.json --dist DIR
     python -m backends.ci.downstream pins                     (repository=, commit= lines: anira's pin)
     python -m backends.ci.downstream models --anira DIR       (its model repositories, at their pins)
 """
@@ -99,8 +99,9 @@ def present(entries: Sequence[Mapping[str, Any]], dist: Path, platform: str) -> 
 
 
 def gate_matrix(entries: Sequence[Mapping[str, Any]], dist: Path) -> list[dict[str, str]]:
-    """One job per gated platform with at least one archive anira can take (Linux x86_64
-    always: without one the release has nothing anira's tests can check)."""
+    """One job per gated platform with at least one archive anira can take (the one gated
+    "always" in engines/platforms.toml: without one the release has nothing anira's tests can
+    check)."""
     jobs: list[dict[str, str]] = []
     for platform in GATED_PLATFORMS:
         legs = present(entries, dist, platform)
