@@ -199,7 +199,7 @@ def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
         return dict(WINDOWS_ARM64_DEFINES)
     if leg.os == "android":
         return kit.android_toolchain_defines(leg, engine.pins["android_api"])
-    return {}
+    return kit.cross_defines(leg)  # none unless its runner is of another arch
 
 
 def _delegate_defines(leg: Leg) -> dict[str, str]:

@@ -34,6 +34,7 @@ from backends.graph.settings import Settings
 from backends.graph.summary import Summary
 from backends.model.engine import Engine
 from backends.model.matrix import Matrix
+from backends.model.platforms import platform_table
 from backends.model.plan import Download, Plan
 from backends.model.recipe_kit import LICENSE_ROOT
 from backends.model.submodules import advice
@@ -549,6 +550,12 @@ def _stage_as_recorded(run: RunContext, nodes: LegNodes, when: str) -> None:
                           "stage step reruns)")
 
 
+def _toolchain_file(platform: str, mode: str) -> str:
+    """The CMake toolchain file (under smoke/) a smoke emulated in `mode` is cross-built with."""
+    emulated = platform_table().emulation(platform)
+    return emulated.toolchain_file if emulated and emulated.mode == mode else ""
+
+
 def smoke(leg_id: str) -> StepResult:
     run = _run()
     nodes = run.legs[leg_id]
@@ -563,7 +570,7 @@ def smoke(leg_id: str) -> StepResult:
     else:  # on the stage the archive is written from, so it runs beside archive and verify
         result = smoke_step.smoke(nodes.archive, plan.smoke, run.root, nodes.dirs.leg / "smoke",
                                   nodes.dirs.logs, leg_id, run.environ, run.settings.verbose, mode,
-                                  tree=nodes.dirs.stage)
+                                  tree=nodes.dirs.stage, toolchain_file=_toolchain_file(leg.platform, mode))
         _stage_as_recorded(run, nodes, "while the smoke ran")
     run.summary.smoke(leg_id, result)
     return StepResult({"leg": leg_id, **result})

@@ -29,6 +29,7 @@ from backends.graph.records import read_record
 from backends.graph.settings import Invocation, Settings
 from backends.model.engine import Engine
 from backends.model.leg import Leg
+from backends.model.platforms import platform_table
 from backends.model.plan import Download, Plan, origin_for
 from backends.model.recipes import leg_engine, plan_leg
 from backends.runner.run import passed_environment
@@ -45,8 +46,6 @@ from backends.util.toolchain import identity
 
 # SCons' index of the decider that asks the environment (`env.Decider`) about a source.
 DECIDE_SOURCE = 4
-SMOKE_TOOLS = {"qemu": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64"),
-               "wine": ("x86_64-w64-mingw32-gcc", "x86_64-w64-mingw32-g++", "wine64", "wine")}
 
 
 def short_hash(*parts: object) -> str:
@@ -432,7 +431,8 @@ class Graph:
         and compilers CMake will find (its PATH's, as the runner passes them on)."""
         mode = self.host.run_mode(plan.leg, plan.smoke)
         environ = self.run.environ
-        tools = ("cmake", "ninja", "ctest", "cc", "c++", *SMOKE_TOOLS.get(mode, ()))
+        emulated = platform_table().emulation(plan.leg.platform)
+        tools = ("cmake", "ninja", "ctest", "cc", "c++", *(emulated.tools if emulated and emulated.mode == mode else ()))
         passed = {name: value for name, value in passed_environment(environ).items() if name not in OWN_VARIABLES}
         return {"smoke": plan.smoke, "run_mode": mode, "environment": passed,
                 "tools": identity(tools, environ.get("PATH", os.defpath)) if plan.smoke and mode else {}}

@@ -29,6 +29,7 @@ from backends.model.schema import (
     version,
     version_pattern,
 )
+from backends.model.platforms import platform_table
 from backends.model.vocab import CONDITIONS, VocabularyError, canonical_platform
 
 SOURCE_KINDS = ("archive", "git")
@@ -233,7 +234,7 @@ def _check_condition(key: str, value: str, where: str) -> None:
             valid = False
         if not valid:
             raise DataError(f"{where}: when.platform {value!r} is not a canonical platform "
-                            "(<os>-<arch> as in variants/, e.g. linux-x86_64, windows-arm64, android, ios)")
+                            f"(one of engines/platforms.toml: {', '.join(platform_table().tokens)})")
     elif value not in allowed:
         raise DataError(f"{where}: when.{key} {value!r} is not one of {', '.join(allowed)}")
 

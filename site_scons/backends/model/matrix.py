@@ -10,6 +10,7 @@ from typing import Mapping
 
 from backends.model.engine import DataError, Engine, load_engine, when_matches
 from backends.model.leg import Leg, leg_id
+from backends.model.platforms import platform_table
 from backends.model.recipe_kit import facts
 from backends.model.schema import (
     PATH_COMPONENT,
@@ -50,8 +51,8 @@ def _platform(value: object, label: str, where: str) -> str:
     try:
         platform = canonical_platform(token)
     except VocabularyError:
-        raise DataError(f"{where}: unknown platform {token!r}; platforms are <os>-<arch> (e.g. linux-x86_64, "
-                        "macos-arm64, windows-arm64, android-arm64-v8a) or android, ios, wasm") from None
+        raise DataError(f"{where}: unknown platform {token!r}; platforms are those of engines/platforms.toml: "
+                        f"{', '.join(platform_table().tokens)}") from None
     if platform != token:
         raise DataError(f"{where}: write the canonical platform {platform!r}, not {token!r}")
     return platform
@@ -94,11 +95,8 @@ VARIANTS_FIELDS = (
     Field("leg", list_of(table), ()),
 )
 
-# The per-arch platforms an aggregate fuses, in slice order.
-AGGREGATE_SLICES = {
-    "universal": ("macos-x86_64", "macos-arm64"),
-    "android-bundle": ("android-arm64-v8a", "android-x86_64"),
-}
+# The per-arch platforms an aggregate fuses, in slice order (engines/platforms.toml).
+AGGREGATE_SLICES = platform_table().aggregate_slices
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from backends.model.selection import suggest
+from backends.util.spelling import suggest
 
 
 class DataError(ValueError):
