@@ -2,7 +2,8 @@
 ExecuTorch's own `ios` / `ios-simulator` presets (iOS xcframework).
 
 Upstream facts: docs/upstream.md#executorch (flags and why), #variant-legs (the -gpu legs),
-#executorch-cpu-default (CPU-only default packages), #fix-glslc, #fix-mlx-bundling.
+#executorch-cpu-default (CPU-only default packages); history: docs/history.md#fix-glslc,
+#fix-mlx-bundling.
 """
 from __future__ import annotations
 
@@ -212,7 +213,7 @@ def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
         return dict(WINDOWS_ARM64_DEFINES)
     if leg.os == "android":
         return kit.android_toolchain_defines(leg, engine.pins["android_api"])
-    return {}
+    return kit.cross_defines(leg)  # none unless its runner is of another arch
 
 
 def _delegate_defines(leg: Leg) -> dict[str, str]:
@@ -270,7 +271,7 @@ def _collect(leg: Leg) -> list[CopyRule]:
     if "mlx" in leg.accelerator:
         # MLX is not installed by ExecuTorch; its metallib must sit beside the libraries. Upstream
         # gated this on a never-set shell variable, so it never shipped
-        # (docs/upstream.md#fix-mlx-bundling).
+        # (docs/history.md#fix-mlx-bundling).
         rules += [CopyRule("{build}/**/libmlx.a", "lib", rename="libmlx.a"),
                   CopyRule("{build}/**/mlx.metallib", "lib", rename="mlx.metallib")]
     return rules
@@ -373,7 +374,7 @@ def _ios_build(leg: Leg, engine: Engine) -> list[Command]:
     for preset in IOS_PRESETS:
         xcframework += ["-library", f"{{build}}/xcframework/{preset}/libexecutorch.a", "-headers", headers]
     build += [
-        # Upstream swallowed a failing install (`|| true`, docs/upstream.md#false-greens): here
+        # Upstream swallowed a failing install (`|| true`, docs/history.md#false-greens): here
         # it fails the leg.
         Command("clean headers", ("cmake", "-E", "rm", "-rf", "{build}/ios-install")),
         Command("headers", ("cmake", "--install", _ios_slice_dir("ios"), "--config", "Release",

@@ -108,7 +108,7 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     collect += (*text_rules, CopyRule(f"{WHEEL_LICENSES}/LICENSE", kit.license_dir(engine.name), required=False),
                 CopyRule(WHEEL_THIRD_PARTY, f"{kit.license_dir(engine.name)}/third_party", required=False))
     exclude = PYTHON_AND_TESTS + STALE_CONFIGS + (nvidia_redistributables(leg.os) if leg.flavor == "cuda" else ())
-    notes = ()
+    notes: tuple[str, ...] = ()
     if leg.flavor == "cuda":
         notes = ("NVIDIA redistributables stripped (cuDNN, cuBLAS, cudart, NCCL, nvrtc, ...): "
                  "the user provides CUDA 13.x + cuDNN 9, driver r580+",)

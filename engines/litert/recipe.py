@@ -81,7 +81,7 @@ BAZEL_NOTES = (
     "every Bazel command uses a per-leg --output_base (Windows: the leg's short directory {short}, "
     "for MAX_PATH) and --symlink_prefix under {build}: legs sharing one source tree never share a "
     "server, outputs or bazel-bin (upstream's scratch files and bazel-bin were shared, "
-    "docs/upstream.md#non-hermetic)",
+    "docs/history.md#non-hermetic)",
     "configure.py reads its answers from stdin and takes EOF as the default answer, which is what "
     "upstream's `yes \"\" |` fed it; the runner gives it no stdin",
 )
@@ -375,7 +375,7 @@ def _source_downloads(leg: Leg, engine: Engine) -> list[Download]:
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     collect = [HEADER_RULE]
     bundle = None
-    notes = BAZEL_NOTES + (HERMETIC_NOTE,)
+    notes: tuple[str, ...] = BAZEL_NOTES + (HERMETIC_NOTE,)
     env = dict(WINDOWS_ENV) if leg.os == "windows" else {}
     if leg.os == "windows" and leg.arch == "arm64":
         env.update({"USE_CLANG_CL": "1", "BAZEL_LLVM": LLVM_DIR})

@@ -229,7 +229,7 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         collect = [CopyRule("{extract:aar}/headers/**", "include"), *text_rules]
         collect += [CopyRule(f"{{extract:aar}}/jni/{abi}/libonnxruntime.so", f"lib/{abi}")
                     for abi in leg.params["abis"].split()]
-        libs = tuple(f"lib/{abi}/libonnxruntime.so" for abi in leg.params["abis"].split())
+        libs: tuple[str, ...] = tuple(f"lib/{abi}/libonnxruntime.so" for abi in leg.params["abis"].split())
         return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download, *texts),
                     collect=tuple(collect), contract=_contract(leg, libs))
     download = kit.url_source(engine, "release", leg.params)
@@ -242,7 +242,7 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         if cuda:
             collect += [CopyRule(f"{root}/lib/libonnxruntime_providers_shared.so", "lib"),
                         CopyRule(f"{root}/lib/libonnxruntime_providers_cuda.so", "lib")]
-        libs: tuple[str, ...] = ("lib/libonnxruntime.so",)
+        libs = ("lib/libonnxruntime.so",)
     else:
         # Only the DLL and its import library: no ~400 MB .pdb, no bridge shim on CPU legs.
         collect += [CopyRule(f"{root}/lib/onnxruntime.dll", "lib"), CopyRule(f"{root}/lib/onnxruntime.lib", "lib")]

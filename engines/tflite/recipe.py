@@ -206,10 +206,10 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
 
 
 def _ios_smoke_notes(leg: Leg) -> tuple[str, ...]:
-    notes = ("smoke: a simulator build, run with `xcrun simctl spawn` on a booted device",)
+    notes: tuple[str, ...] = ("smoke: a simulator build, run with `xcrun simctl spawn` on a booted device",)
     if leg.accelerator:
         notes += ("the smoke runs a Metal and a CoreML pass through the delegate xcframeworks "
-                  "(docs/upstream.md#open-questions); the Metal pass only where the probe finds a GPU (a "
+                  "(docs/history.md#open-questions); the Metal pass only where the probe finds a GPU (a "
                   "simulator on a virtual machine has none: recorded as not available on this runner)",)
     return notes
 

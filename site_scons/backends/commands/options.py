@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from backends.model.schema import version_problem
+from backends.model.platforms import platform_table
 from backends.model.vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES
 
 BOOL_TRUE = ("1", "yes", "true", "on")
@@ -84,12 +85,12 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("engine", "engine(s) to select, comma-separated", "", ("all", *ENGINES), check=_comma_list),
-    Option("platform", "platform(s) <os>-<arch>: linux-x86_64, linux-aarch64 (alias linux-arm64), macos-x86_64, "
-           "macos-arm64, macos-universal, windows-x86_64 (alias windows-x64), windows-arm64, android-arm64-v8a, "
-           "android-x86_64, android, ios, wasm; building defaults to this host, list/plan/ci-matrix to all", "",
+    Option("platform", f"platform(s) <os>-<arch>: {platform_table().examples()}; building defaults to this host, "
+           "list/plan/ci-matrix to all", "",
            check=_comma_list),
-    Option("flavor", "cpu is the default package, gpu and cuda the accelerator variants; building defaults to "
-           "cpu, list/plan/ci-matrix to all", "", ("all", *FLAVORS), check=_comma_list),
+    Option("flavor", f"cpu is the default package, {', '.join(f for f in FLAVORS if f != 'cpu')} the accelerator variants (engines/"
+           "contracts.toml [flavors]); building defaults to cpu, list/plan/ci-matrix to all", "", ("all", *FLAVORS),
+           check=_comma_list),
     Option("kind", "package form (xcframework: iOS only)", "", ("all", *KINDS), check=_comma_list),
     Option("config", "build configuration", "", ("all", *CONFIGS), check=_comma_list),
     Option("source", "how the leg gets its binaries", "", ("all", *SOURCES), check=_comma_list),
@@ -166,6 +167,7 @@ def help_text() -> str:
               "data and the working tree (what a change rebuilds), pinned or not; never builds",
               "  cache-keygen key=PATH  write a binary cache signing key pair: PATH (secret, mode 0600) and "
               "PATH.pub",
-              "  <leg id>     build one leg, e.g. onnxruntime-linux-x86_64-shared (platform aliases accepted)",
+              "  <leg id>     build one leg, <engine>-<platform>[-<flavor>]-<kind>[-debug] such as "
+              f"onnxruntime-{platform_table().tokens[0]}-shared (platform aliases accepted)",
               "  (none)       with filters: build the selected legs this host can build; without: list them"]
     return "\n".join(lines)

@@ -34,6 +34,7 @@ from backends.graph.settings import Settings
 from backends.graph.summary import Summary
 from backends.model.engine import Engine
 from backends.model.matrix import Matrix
+from backends.model.platforms import platform_table
 from backends.model.plan import Download, Plan
 from backends.model.recipe_kit import LICENSE_ROOT
 from backends.model.submodules import advice
@@ -293,8 +294,8 @@ def _git_checkout(engine_name: str, download: Download, origin: str, record: Pat
     dest = record.with_suffix("") / leaf(download)
     git_step.checkout(download.url, commit, dest, remotes, submodules=download.submodules, log=log, label=label,
                       only=download.submodule_paths)
-    body = {"name": download.name, "url": download.url, "override": origin, "ref": download.ref, "commit": commit,
-            "path": str(dest)}
+    body: dict[str, object] = {"name": download.name, "url": download.url, "override": origin, "ref": download.ref,
+                               "commit": commit, "path": str(dest)}
     if download.submodule_paths:  # the selected ones, at the commits the superproject's tree records
         body["submodules"] = git_step.gitlinks(dest, commit, download.submodule_paths)
     return StepResult(body)
@@ -428,7 +429,9 @@ def stage(leg_id: str) -> StepResult:
                                                       run.settings.verbose, log_prefix="fixup")
     if nodes.plan.leg.code_signed:
         result["signing"] = sign.sign_stage(dirs.stage, run.environ).record()
-    result["sbom"] = _write_sbom(nodes, dirs.stage, result["bundled"])
+    bundled = result["bundled"]
+    assert isinstance(bundled, list)  # the libraries steps/stage.py bundled
+    result["sbom"] = _write_sbom(nodes, dirs.stage, bundled)
     result["files"] = len([e for e in list_tree(dirs.stage, with_hashes=False) if e.kind != "dir"])
     return StepResult(result, trees=(dirs.stage,))
 
@@ -548,6 +551,12 @@ def _stage_as_recorded(run: RunContext, nodes: LegNodes, when: str) -> None:
                           "stage step reruns)")
 
 
+def _toolchain_file(platform: str, mode: str) -> str:
+    """The CMake toolchain file (under smoke/) a smoke emulated in `mode` is cross-built with."""
+    emulated = platform_table().emulation(platform)
+    return emulated.toolchain_file if emulated and emulated.mode == mode else ""
+
+
 def smoke(leg_id: str) -> StepResult:
     run = _run()
     nodes = run.legs[leg_id]
@@ -562,7 +571,7 @@ def smoke(leg_id: str) -> StepResult:
     else:  # on the stage the archive is written from, so it runs beside archive and verify
         result = smoke_step.smoke(nodes.archive, plan.smoke, run.root, nodes.dirs.leg / "smoke",
                                   nodes.dirs.logs, leg_id, run.environ, run.settings.verbose, mode,
-                                  tree=nodes.dirs.stage)
+                                  tree=nodes.dirs.stage, toolchain_file=_toolchain_file(leg.platform, mode))
         _stage_as_recorded(run, nodes, "while the smoke ran")
     run.summary.smoke(leg_id, result)
     return StepResult({"leg": leg_id, **result})

@@ -29,6 +29,7 @@ from backends.graph.records import read_record
 from backends.graph.settings import Invocation, Settings
 from backends.model.engine import Engine
 from backends.model.leg import Leg
+from backends.model.platforms import platform_table
 from backends.model.plan import Download, Plan, origin_for
 from backends.model.recipes import leg_engine, plan_leg
 from backends.runner.run import passed_environment
@@ -45,8 +46,6 @@ from backends.util.toolchain import identity
 
 # SCons' index of the decider that asks the environment (`env.Decider`) about a source.
 DECIDE_SOURCE = 4
-SMOKE_TOOLS = {"qemu": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64"),
-               "wine": ("x86_64-w64-mingw32-gcc", "x86_64-w64-mingw32-g++", "wine64", "wine")}
 
 
 def short_hash(*parts: object) -> str:
@@ -221,9 +220,9 @@ class Graph:
             self.env.Clean(build, [str(dirs.build), str(dirs.install), str(dirs.venv), str(dirs.short)])
             previous = [build]
         # The stage holds the SBOM, dated by SOURCE_DATE_EPOCH like the archive.
-        stage_payload = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
-                         "fixups": plan.fixups, "sign": actions.signs_here(self.run, leg),
-                         "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")}
+        stage_payload: dict[str, object] = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
+                                            "fixups": plan.fixups, "sign": actions.signs_here(self.run, leg),
+                                            "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")}
         if plan.fixups:
             stage_payload.update(self._environment(plan))
         stage = self._step([steps_dir / "stage.json"], previous, "stage", leg.id, leg.id,
@@ -248,6 +247,7 @@ class Graph:
             input_leg = self.matrix.leg(input_id)
             if self.settings.inputs == "build" and self.host.can_build(input_leg):
                 built = self.add_leg(input_leg)
+                assert built.published is not None  # add_leg declares where the leg publishes
                 input_nodes.append(built.publish_node)
                 input_archives.append(built.published)
                 continue
@@ -345,7 +345,7 @@ class Graph:
         if plan.leg.id not in self._keys:
             self._keys.update(leg_keys([plan], self.matrix, self.root, version=self.settings.version,
                                        fmt=self.settings.format, origins=self.settings.origins,
-                                       hash_file=self.run.records.digests.digest, lock=self.settings.lock))
+                                       hash_file=self.run.records.digests.require, lock=self.settings.lock))
             key = self._keys[plan.leg.id]
             if not key.digest and self.run.stores:
                 warn(f"{plan.leg.id} has no key, so it is built: {key.uncacheable}")
@@ -407,7 +407,7 @@ class Graph:
             if not self._said_untrusting:
                 warn("no key is trusted, so nothing is restored (built legs are still stored): pass "
                      "binary_cache_trust=<key.pub> (the writers' public keys), or binary_cache_trust=unsigned for a "
-                     "store nobody else writes; see docs/binary-cache-trust.md")
+                     "store nobody else writes; see docs/binary-cache.md#keys")
                 self._said_untrusting = True
             return None
         for store in self.run.stores:
@@ -431,7 +431,8 @@ class Graph:
         and compilers CMake will find (its PATH's, as the runner passes them on)."""
         mode = self.host.run_mode(plan.leg, plan.smoke)
         environ = self.run.environ
-        tools = ("cmake", "ninja", "ctest", "cc", "c++", *SMOKE_TOOLS.get(mode, ()))
+        emulated = platform_table().emulation(plan.leg.platform)
+        tools = ("cmake", "ninja", "ctest", "cc", "c++", *(emulated.tools if emulated and emulated.mode == mode else ()))
         passed = {name: value for name, value in passed_environment(environ).items() if name not in OWN_VARIABLES}
         return {"smoke": plan.smoke, "run_mode": mode, "environment": passed,
                 "tools": identity(tools, environ.get("PATH", os.defpath)) if plan.smoke and mode else {}}

@@ -29,6 +29,7 @@ from backends.model.schema import (
     version,
     version_pattern,
 )
+from backends.model.platforms import platform_table
 from backends.model.vocab import CONDITIONS, VocabularyError, canonical_platform
 from backends.util.locations import url_filename
 
@@ -242,7 +243,7 @@ SELECTED = "selected"
 def _submodules_mode(value: object, label: str, where: str) -> bool | str:
     """A git source's `submodules`: true (every one), false (none) or "selected"."""
     if value is True or value is False or value == SELECTED:
-        return value  # type: ignore[return-value]
+        return value
     raise DataError(f"{where}: {label} must be true (every submodule, recursively), false (none) or "
                     f"\"{SELECTED}\" (only those the [[submodules]] entries select for the leg), not {value!r}")
 
@@ -273,7 +274,7 @@ def _check_condition(key: str, value: str, where: str) -> None:
             valid = False
         if not valid:
             raise DataError(f"{where}: when.platform {value!r} is not a canonical platform "
-                            "(<os>-<arch> as in variants/, e.g. linux-x86_64, windows-arm64, android, ios)")
+                            f"(one of engines/platforms.toml: {', '.join(platform_table().tokens)})")
     elif value not in allowed:
         raise DataError(f"{where}: when.{key} {value!r} is not one of {', '.join(allowed)}")
 

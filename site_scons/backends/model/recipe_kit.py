@@ -7,6 +7,7 @@ from typing import Iterable, Mapping
 from backends.model.engine import DataError, Engine, PatchSpec
 from backends.model.leg import Leg
 from backends.model.plan import Command, CopyRule, Download
+from backends.model.platforms import platform_table
 from backends.util.locations import url_filename
 
 # Where every package carries its engine's license texts (engines/contracts.toml [licenses]).
@@ -108,6 +109,17 @@ def android_toolchain_defines(leg: Leg, api: str) -> dict[str, str]:
         "ANDROID_ABI": leg.arch,
         "ANDROID_PLATFORM": f"android-{api}",
     }
+
+
+def cross_defines(leg: Leg) -> dict[str, str]:
+    """CMake's cross-compiling defines for a leg its runner builds for another arch of the same
+    OS, with the platform's cross compiler (engines/platforms.toml cross_triple); none for a
+    native build."""
+    triple = leg.cross_triple
+    if not triple:
+        return {}
+    return {"CMAKE_SYSTEM_NAME": platform_table().oses[leg.os].system, "CMAKE_SYSTEM_PROCESSOR": leg.arch,
+            "CMAKE_C_COMPILER": f"{triple}-gcc", "CMAKE_CXX_COMPILER": f"{triple}-g++"}
 
 
 def on_off(flag: bool) -> str:

@@ -27,7 +27,7 @@ import zlib
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO, Callable, Literal, NoReturn
 
 from backends.binfmt.inflate import open_member
 from backends.util.files import CHUNK_SIZE, FileEntry, list_tree
@@ -137,7 +137,8 @@ def _remove(path: Path) -> None:
 # --- the format readers ------------------------------------------------------------------
 
 
-_DECOMPRESSORS = {"tar.gz": gzip.open, "tar.bz2": bz2.open, "tar.xz": lzma.open}
+_DECOMPRESSORS: dict[str, Callable[[Path, Literal["rb"]], io.BufferedIOBase]] = {
+    "tar.gz": gzip.open, "tar.bz2": bz2.open, "tar.xz": lzma.open}
 
 
 def _extract_tar(archive: Path, writer: _TreeWriter, fmt: str) -> None:
@@ -208,7 +209,7 @@ def _extract_7z(archive: Path, writer: _TreeWriter) -> None:
                 members[name] = member
         sinks = _SevenZipSinks(writer, root, members)
         try:
-            sevenzip.extractall(path=root, factory=sinks)
+            sevenzip.extractall(path=root, factory=sinks)  # type: ignore[arg-type]  # duck-typed: py7zr loads lazily
         except (py7zr.exceptions.ArchiveError, py7zr.exceptions.PasswordRequired) as error:
             raise _SevenZipFailure(f"{type(error).__name__}: {error}") from error
         finally:
@@ -272,7 +273,7 @@ class _SevenZipSinks:
         return sink
 
     def symlink_targets(self) -> dict[str, str]:
-        return {name: sink.stream.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+        return {name: sink.stream.getvalue().decode("utf-8")
                 for name, sink in self.sinks.items() if isinstance(sink.stream, io.BytesIO)}
 
     def close_all(self) -> None:
@@ -299,7 +300,7 @@ class _TreeWriter:
         self.kinds: dict[str, str] = {}  # member name -> "file" | "dir" | "symlink" | "hardlink"
         self.links: list[_Link] = []
 
-    def reject(self, raw_name: str, reason: str) -> None:
+    def reject(self, raw_name: str, reason: str) -> NoReturn:
         raise ExtractError(f"{self.archive}: member {raw_name!r} {reason}; refusing to extract it")
 
     def check_name(self, raw_name: str) -> str | None:
@@ -316,7 +317,7 @@ class _TreeWriter:
         self._claim(name, "dir")
         (self.root / name).mkdir(parents=True, exist_ok=True)
 
-    def add_file(self, raw_name: str, stream: BinaryIO, executable: bool) -> None:
+    def add_file(self, raw_name: str, stream: IO[bytes], executable: bool) -> None:
         name = self.check_name(raw_name)
         if name is None:
             self.reject(raw_name, "is a file named like the archive root")

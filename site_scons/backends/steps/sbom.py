@@ -213,8 +213,9 @@ def _input_packages(engine: Engine, record: Mapping[str, Any]) -> list[Package]:
     commit = str(record.get("commit", ""))
     origin = str(record.get("override") or record.get("origin") or "")
     comment = f"built from origin={_origin_name(origin)} in place of {url}" if origin else None
-    common = {"files_analyzed": False, "license_concluded": SpdxNoAssertion(), "license_declared": SpdxNoAssertion(),
-              "copyright_text": SpdxNoAssertion(), "comment": comment}
+    common: dict[str, Any] = {"files_analyzed": False, "license_concluded": SpdxNoAssertion(),
+                              "license_declared": SpdxNoAssertion(), "copyright_text": SpdxNoAssertion(),
+                              "comment": comment}
     if commit:
         packages = [Package(_spdx_id("Input", name), f"{engine.name}-{name}", _location(f"git+{url}@{commit}"),
                             version=commit, source_info=f"git {url} at {record.get('ref') or commit}", **common)]

@@ -96,7 +96,7 @@ def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs:
     in_venv = venv.uses_venv(commands)
     if in_venv:
         venv.ensure(dirs.venv, dirs.logs / f"{log_prefix}-00-venv.log", label)
-    ran = []
+    ran: list[dict[str, object]] = []
     for index, command in enumerate(commands, start=1):
         argv = expand_argv(command.argv, dirs, environ)
         cwd = Path(expand(command.cwd, dirs, environ) or dirs.src)

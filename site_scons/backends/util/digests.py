@@ -39,6 +39,10 @@ def _identity(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
+class FileVanished(RuntimeError):
+    """A file that was there to be hashed is gone (or is no longer a regular file)."""
+
+
 class DigestCache:
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -51,8 +55,8 @@ class DigestCache:
                 self._entries = loaded if isinstance(loaded, dict) else {}
             except (OSError, ValueError):
                 self._entries = {}
-        self._by_identity = {self._identity_key(entry["identity"]): entry for entry in self._entries.values()
-                             if isinstance(entry, dict) and isinstance(entry.get("identity"), list)}
+        self._by_identity = {self._identity_key(identity): entry for entry in self._entries.values()
+                             if isinstance(entry, dict) and isinstance(identity := entry.get("identity"), list)}
 
     @staticmethod
     def _identity_key(identity: list[int]) -> tuple[int, ...]:
@@ -90,6 +94,14 @@ class DigestCache:
             self._dirty = True
         return digest
 
+    def require(self, path: Path) -> str:
+        """The sha256 of `path`, which must be a file: raises FileVanished when it is not (a
+        key or record that took a missing file for content would name none)."""
+        found = self.digest(path)
+        if found is None:
+            raise FileVanished(f"{path} is no longer a file: it was removed or replaced while this run read it")
+        return found
+
     def tree_digest(self, root: Path) -> str | None:
         """One digest of the tree below `root`, or None when it is not a directory (or holds
         what no package holds: a socket, a fifo, a device)."""
@@ -110,8 +122,8 @@ class DigestCache:
 
     @staticmethod
     def _settled(entry: dict[str, object], st: os.stat_result) -> bool:
-        hashed_at = int(entry.get("hashed_at", 0))  # type: ignore[arg-type]
-        return max(st.st_mtime_ns, st.st_ctime_ns) + RACY_NS < hashed_at
+        hashed_at = entry.get("hashed_at", 0)
+        return isinstance(hashed_at, int) and max(st.st_mtime_ns, st.st_ctime_ns) + RACY_NS < hashed_at
 
     def save(self) -> None:
         if self.path is None or not self._dirty:

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from backends.util import digests as digests_module
-from backends.util.digests import DigestCache
+from backends.util.digests import DigestCache, FileVanished
 
 
 def sha(data: bytes) -> str:
@@ -71,6 +72,18 @@ def test_missing_and_non_files_have_no_digest(tmp_path: Path) -> None:
     cache = DigestCache(None)
     assert cache.digest(tmp_path / "absent") is None
     assert cache.digest(tmp_path) is None
+
+
+def test_a_file_that_must_be_there_is_an_error_naming_it_when_it_is_gone(tmp_path: Path) -> None:
+    cache = DigestCache(None)
+    data = tmp_path / "origin.tgz"
+    data.write_bytes(b"x")
+    assert cache.require(data) == sha(b"x")
+    data.unlink()
+    with pytest.raises(FileVanished, match=re.escape(str(data))):
+        cache.require(data)
+    with pytest.raises(FileVanished):
+        cache.require(tmp_path)
 
 
 def test_a_hard_link_of_a_hashed_file_is_not_read_again(tmp_path: Path, settled: None,
