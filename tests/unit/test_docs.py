@@ -16,8 +16,6 @@ from backends.model.matrix import engine_names, load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 README_LINES = 150
-# Pages other engineers are writing: linked from the README's map before they land.
-PENDING = {"docs/hermetic-sources.md"}
 # Pages whose sections code comments cite by explicit, stable anchors (`<a id="...">`).
 CITED = ("upstream", "history")
 # Made-up pages that tests write into scratch repositories, not citations.
@@ -107,8 +105,6 @@ def resolves(document: Path, target: str) -> str | None:
     path, _, anchor = target.partition("#")
     destination = (document.parent / path).resolve() if path else document
     name = destination.relative_to(ROOT).as_posix() if destination.is_relative_to(ROOT) else str(destination)
-    if name in PENDING and not destination.exists():
-        return None
     if not destination.exists():
         return "no such file"
     if anchor and destination.is_file() and destination.suffix == ".md" and \
@@ -171,8 +167,7 @@ def test_docs_named_by_code_and_data_exist() -> None:
             continue
         for page, anchor in DOC_PATH.findall(path.read_text(errors="replace")):
             target = ROOT / "docs" / page
-            if f"docs/{page}" in PENDING and not target.exists() or \
-                    (path.relative_to(ROOT).as_posix(), page) in FIXTURE_PAGES:
+            if (path.relative_to(ROOT).as_posix(), page) in FIXTURE_PAGES:
                 continue
             if not target.is_file():
                 broken.append(f"{path.relative_to(ROOT)}: docs/{page}: no such page")
@@ -185,7 +180,6 @@ def test_every_page_in_docs_is_on_the_readmes_map() -> None:
     mapped = set(re.findall(r"\]\((docs/[^)#\s]+)", section((ROOT / "README.md").read_text(), "Documentation")))
     pages = {f"docs/{p.name}" for p in ROOT.glob("docs/*.md")}
     assert pages <= mapped, f"pages the README's map does not list: {sorted(pages - mapped)}"
-    assert PENDING <= mapped
 
 
 def shipped() -> dict[str, dict[str, str]]:
