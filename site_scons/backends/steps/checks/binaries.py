@@ -33,12 +33,14 @@ def expected_binary(platform: str, member: str) -> tuple[tuple[str, ...], set[st
     known = table.platforms.get(platform)
     if facts.slice_machines:  # an xcframework: each slice says its machines
         return facts.formats, _slice_machines(os_name, slice_of(member))
-    if known is not None and known.slices:  # a universal binary holds every slice's machine
-        return facts.formats, {m for token in known.slices for m in table[token].machines}
     if known is not None and known.machines:
         return facts.formats, set(known.machines)
-    abi = group_of(member, platform)  # the Android bundle and AAR: lib/<abi>/
-    return (facts.formats, {facts.abi_machines[abi]}) if abi in facts.abi_machines else None
+    if facts.abi_machines:  # the Android bundle and AAR: lib/<abi>/ says its machine
+        abi = group_of(member, platform)
+        return (facts.formats, {facts.abi_machines[abi]}) if abi in facts.abi_machines else None
+    if known is not None and known.slices:  # a universal binary holds every slice's machine
+        return facts.formats, {m for token in known.slices for m in table[token].machines}
+    return None
 
 
 def check_formats(view: ArchiveView, platform: str) -> list[str]:
