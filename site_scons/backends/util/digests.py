@@ -30,9 +30,10 @@ import threading
 import time
 from pathlib import Path
 
-from backends.util.files import atomic_write_text, list_tree, sha256_file
+from backends.util.files import atomic_write_text, sha256_file
 
 RACY_NS = 2_000_000_000
+EXECUTABLE = "111"  # the executable bits of a tree entry, as its digest line writes them
 
 
 def _identity(st: os.stat_result) -> list[int]:
@@ -67,6 +68,10 @@ class DigestCache:
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
+        return self._file_digest(key, st)
+
+    def _file_digest(self, key: str, st: os.stat_result) -> str:
+        """The sha256 of the regular file at absolute `key`, whose stat is `st`."""
         identity = _identity(st)
         with self._lock:
             entry = self._entries.get(key)
@@ -95,18 +100,36 @@ class DigestCache:
         what no package holds: a socket, a fifo, a device)."""
         if not root.is_dir() or root.is_symlink():
             return None
+        lines: list[tuple[str, str]] = []
         try:
-            entries = list_tree(root, with_hashes=False)
+            self._tree_lines(os.path.abspath(root), "", lines)
         except (OSError, ValueError):
             return None
+        lines.sort(key=lambda line: line[0])
         digest = hashlib.sha256()
-        for entry in entries:
-            if entry.kind == "file":
-                content = self.digest(root / entry.path) or "missing"
-            else:
-                content = entry.target or ""
-            digest.update(f"{entry.kind}\0{entry.path}\0{entry.mode & 0o111:o}\0{content}\n".encode())
+        for _, line in lines:
+            digest.update(line.encode())
         return digest.hexdigest()
+
+    def _tree_lines(self, directory: str, prefix: str, out: list[tuple[str, str]]) -> None:
+        """Each entry's line of the tree digest, keyed by its relative path: one scan, one
+        lstat per entry (a null build checks every stage and extraction this way; the
+        entries are those of files.list_tree, the lines what tree_digest hashed of them)."""
+        with os.scandir(directory) as scan:
+            children = list(scan)
+        for child in children:
+            relative = prefix + child.name
+            st = child.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                out.append((relative, f"symlink\0{relative}\0{EXECUTABLE}\0{os.readlink(child.path)}\n"))
+            elif stat.S_ISDIR(st.st_mode):
+                out.append((relative, f"dir\0{relative}\0{EXECUTABLE}\0\n"))
+                self._tree_lines(child.path, relative + "/", out)
+            elif stat.S_ISREG(st.st_mode):
+                executable = EXECUTABLE if st.st_mode & 0o111 else "0"
+                out.append((relative, f"file\0{relative}\0{executable}\0{self._file_digest(child.path, st)}\n"))
+            else:
+                raise ValueError(f"{child.path}: not a regular file, directory or symlink")
 
     @staticmethod
     def _settled(entry: dict[str, object], st: os.stat_result) -> bool:

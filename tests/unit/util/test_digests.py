@@ -118,3 +118,23 @@ def test_a_tree_digest_changes_with_any_edit(tmp_path: Path, edit: str) -> None:
 
 def test_a_missing_tree_has_no_digest(tmp_path: Path) -> None:
     assert DigestCache(None).tree_digest(tmp_path / "absent") is None
+
+
+def test_a_tree_digest_keeps_its_format(tmp_path: Path) -> None:
+    """Records of trees built before stay valid: the digest is this hash of these lines (kind,
+    path, executable bits, content or target), sorted by path, whatever way the tree is read."""
+    tree = _tree(tmp_path / "tree")
+    (tree / "lib" / "libx.so.1").chmod(0o755)
+    header, library = sha((tree / "include" / "api.h").read_bytes()), sha(b"\x7fELF")
+    lines = ["dir\x00include\x00111\x00\n",
+             f"file\x00include/api.h\x000\x00{header}\n",
+             "dir\x00lib\x00111\x00\n",
+             "symlink\x00lib/libx.so\x00111\x00libx.so.1\n",
+             f"file\x00lib/libx.so.1\x00111\x00{library}\n"]
+    assert DigestCache(None).tree_digest(tree) == sha("".join(lines).encode())
+
+
+def test_a_tree_with_a_fifo_has_no_digest(tmp_path: Path) -> None:
+    tree = _tree(tmp_path / "tree")
+    os.mkfifo(tree / "lib" / "pipe")
+    assert DigestCache(None).tree_digest(tree) is None
