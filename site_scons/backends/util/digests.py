@@ -6,8 +6,10 @@ seconds, so a digest is remembered together with the file's identity: device, in
 and the nanosecond mtime and ctime. A replaced file has another inode or ctime, an edited
 one another ctime (which no tool can set back, unlike the mtime `touch -r` restores), so a
 remembered digest is only reused for the very same, untouched file. As git does for its
-index, an entry recorded less than RACY_NS after the file's last change is not trusted:
-timestamps are coarse, and a write in the same tick could keep them.
+index, an entry recorded too soon after the file's last change is not trusted: timestamps
+are coarse, and a write in the same tick could keep them. Too soon is 2 s where the
+filesystem keeps whole seconds, 100 ms where it keeps sub-second times (its tick is a few
+ms): a build's outputs, hashed as it ends, are trusted by the next run without a re-read.
 
 A hard link shares its inode with the file it links, so a settled digest is also found by
 identity, whatever path it was taken under: a stage hard-linked from an extraction costs no
@@ -32,7 +34,10 @@ from pathlib import Path
 
 from backends.util.files import atomic_write_text, sha256_file
 
-RACY_NS = 2_000_000_000
+RACY_NS = 2_000_000_000  # where the filesystem keeps whole seconds (FAT's 2 s, ext3, HFS+)
+# Where it keeps sub-second times, its clock ticks in milliseconds (a kernel jiffy, NTFS's
+# 100 ns, exFAT's 10 ms): a digest taken this long after the change is past the change's tick.
+FINE_RACY_NS = 100_000_000
 EXECUTABLE = "111"  # the executable bits of a tree entry, as its digest line writes them
 
 
@@ -134,7 +139,9 @@ class DigestCache:
     @staticmethod
     def _settled(entry: dict[str, object], st: os.stat_result) -> bool:
         hashed_at = int(entry.get("hashed_at", 0))  # type: ignore[arg-type]
-        return max(st.st_mtime_ns, st.st_ctime_ns) + RACY_NS < hashed_at
+        whole_seconds = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
+        window = RACY_NS if whole_seconds else min(RACY_NS, FINE_RACY_NS)
+        return max(st.st_mtime_ns, st.st_ctime_ns) + window < hashed_at
 
     def save(self) -> None:
         if self.path is None or not self._dirty:

@@ -138,3 +138,32 @@ def test_a_tree_with_a_fifo_has_no_digest(tmp_path: Path) -> None:
     tree = _tree(tmp_path / "tree")
     os.mkfifo(tree / "lib" / "pipe")
     assert DigestCache(None).tree_digest(tree) is None
+
+
+def test_an_entry_past_the_clock_tick_of_a_fine_grained_filesystem_is_trusted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hashed 150 ms after a change (sub-second timestamps): the next run reads it no more."""
+    data = tmp_path / "x"
+    data.write_bytes(b"x")
+    real = digests_module.time.time_ns
+    monkeypatch.setattr(digests_module.time, "time_ns", lambda: real() + 150_000_000)
+    cache = DigestCache(None)
+    cache.digest(data)  # hashed "150 ms later"
+    hashed = _counting(monkeypatch)
+    assert cache.digest(data) == sha(b"x")
+    assert hashed == []
+
+
+@pytest.mark.parametrize(("change_ns", "hashed_after_ns", "trusted"), [
+    (1_700_000_000_123_456_789, 150_000_000, True),     # sub-second times: past a 100 ms window
+    (1_700_000_000_123_456_789, 50_000_000, False),     # within it
+    (1_700_000_000_000_000_000, 150_000_000, False),    # whole seconds (FAT, ext3): 2 s
+    (1_700_000_000_000_000_000, 2_500_000_000, True),
+])
+def test_the_racy_window_follows_the_timestamps_resolution(change_ns: int, hashed_after_ns: int,
+                                                            trusted: bool) -> None:
+    class Stat:
+        st_mtime_ns = st_ctime_ns = change_ns
+
+    entry = {"hashed_at": change_ns + hashed_after_ns}
+    assert DigestCache._settled(entry, Stat()) is trusted  # type: ignore[arg-type]
