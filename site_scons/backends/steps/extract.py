@@ -207,7 +207,13 @@ def _write_files(zipped: zipfile.ZipFile, files: list[tuple[zipfile.ZipInfo, boo
         with open_member(zipped, info) as stream:
             writer.write_file(canonical_name(info.filename) or "", stream, executable)
 
-    ordered = sorted(files, key=lambda member: -member[0].file_size)
+    # Only a deflated member has a handle of its own (binfmt/inflate.py); ZipFile's shared
+    # one is read here, in order.
+    for member in files:
+        if member[0].compress_type != zipfile.ZIP_DEFLATED:
+            write(member)
+    ordered = sorted((m for m in files if m[0].compress_type == zipfile.ZIP_DEFLATED),
+                     key=lambda member: -member[0].file_size)
     workers = min(len(ordered), os.cpu_count() or 1)
     if workers < 2:
         for member in ordered:

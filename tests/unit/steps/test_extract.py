@@ -340,3 +340,14 @@ def test_a_repeated_member_name_still_ends_as_the_later_member(tmp_path: Path) -
         zipped.writestr("a.txt", b"second")
     extract(archive, tmp_path / "out")
     assert (tmp_path / "out" / "a.txt").read_bytes() == b"second"
+
+
+def test_stored_and_deflated_members_side_by_side_are_all_written(tmp_path: Path) -> None:
+    archive = tmp_path / "pkg.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for index in range(12):
+            method = zipfile.ZIP_STORED if index % 2 else zipfile.ZIP_DEFLATED
+            zipped.writestr(f"d{index % 3}/m{index}.bin", bytes([index]) * 5000, compress_type=method)
+    extract(archive, tmp_path / "out")
+    for index in range(12):
+        assert (tmp_path / "out" / f"d{index % 3}" / f"m{index}.bin").read_bytes() == bytes([index]) * 5000
