@@ -46,7 +46,7 @@ from backends.steps import fetch as fetch_step
 from backends.steps import git as git_step
 from backends.steps import manifest as manifest_step
 from backends.steps import publish as publish_step
-from backends.steps import sbom, sign, submodule_check
+from backends.steps import sign, submodule_check
 from backends.steps import smoke as smoke_step
 from backends.steps import source as source_step
 from backends.steps import stage as stage_step
@@ -77,7 +77,7 @@ class StepFailure(RuntimeError):
 
 NAMED_ERRORS = (StepFailure, fetch_step.FetchError, ExtractError, PatchError, StageError, archive_step.ArchiveError,
                 verify_step.ContractError, InspectError, BundleError, UniversalError, ExpandError, RunError,
-                ToolMissing, publish_step.PublishError, git_step.GitError, PinConflict, sbom.SbomError, OSError)
+                ToolMissing, publish_step.PublishError, git_step.GitError, PinConflict, OSError)
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,14 @@ def inputs_of(node: Any) -> Inputs:
 
 def _named(error: Exception) -> bool:
     """The project's own errors say what is wrong; anything else is a bug and shows its traceback."""
-    return isinstance(error, NAMED_ERRORS)
+    return isinstance(error, NAMED_ERRORS) or _sbom_error(error)
+
+
+def _sbom_error(error: Exception) -> bool:
+    """An SbomError; steps/sbom.py is imported only by the steps that write an SBOM (spdx-tools
+    costs a null build ~0.2 s to import), so without it loaded there is none."""
+    sbom = sys.modules.get("backends.steps.sbom")
+    return sbom is not None and isinstance(error, sbom.SbomError)
 
 
 def _message(error: BaseException) -> str:
@@ -439,6 +446,8 @@ def stage(leg_id: str) -> StepResult:
 def _write_sbom(nodes: LegNodes, stage_dir: Path, bundled: list[str]) -> str:
     """The archive's SBOM into the stage (steps/sbom.py): the plan's inputs as fetched, the patches,
     the bundled libraries and the license texts staged."""
+    from backends.steps import sbom  # only a stage writes one (_sbom_error)
+
     fetched = [_read(p) for p in nodes.dirs.downloads.values() if Path(p).is_file()]
     document = sbom.leg_document(nodes.plan, nodes.engine, fetched, bundled, sbom.license_members(stage_dir),
                                  sbom.runtime_members(nodes.plan, stage_dir))
@@ -465,6 +474,8 @@ def merge(leg_id: str, input_archives: list[Path]) -> StepResult:
     else:
         report = _android_bundle([run.matrix.leg(i).arch for i in leg.inputs], unpacked, dirs.stage)
     record: dict[str, object] = {"inputs": list(leg.inputs), "report": report}
+    from backends.steps import sbom  # only a stage writes one (_sbom_error)
+
     inputs = [sbom.InputArchive(i, archive) for i, archive in zip(leg.inputs, input_archives)]
     record["sbom"] = sbom.write(dirs.stage, nodes.plan, sbom.aggregate_document(
         nodes.plan, nodes.engine, inputs, sbom.license_members(dirs.stage)))

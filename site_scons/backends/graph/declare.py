@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+import SCons.Node.FS
 import SCons.Script as scons
 
 from backends.cache.entry import check_entry
@@ -41,11 +42,34 @@ from backends.steps.checks import origin as origin_check
 from backends.steps.context import LegDirs
 from backends.steps.smoke import OWN_VARIABLES
 from backends.util.canonical import canonical, digest, plain
+from backends.util.files import remember_run_digests, sha256_file
 from backends.util.locations import origin_filename
 from backends.util.toolchain import identity
 
 # SCons' index of the decider that asks the environment (`env.Decider`) about a source.
 DECIDE_SOURCE = 4
+
+
+class StepOutput(SCons.Node.FS.File):
+    """A step's target. SCons content-signs every target it built, for .sconsign, by reading
+    it whole (the 130 MB archive too); here that signature is the sha256 this run took for
+    the step's record (files.sha256_file: by identity, no second read). No decision rests on
+    it: `decide` judges every step by its record (docs/decisions.md)."""
+
+    __slots__ = ()
+
+    def get_csig(self) -> str:
+        ninfo = self.get_ninfo()
+        try:
+            return str(ninfo.csig)
+        except AttributeError:
+            pass
+        try:
+            csig = sha256_file(self.get_abspath())
+        except OSError:
+            csig = ""
+        ninfo.csig = csig
+        return csig
 
 
 def short_hash(*parts: object) -> str:
@@ -93,11 +117,16 @@ class Graph:
         record = targets[-1]
         inputs = [self._settings(step, payload), *sources]
         nodes = self.env.Command([str(t) for t in targets], inputs, self._action, GRAPH_STEP=step,
-                                 GRAPH_LEG=leg_id, GRAPH_DESCRIBE=describe)
+                                 GRAPH_LEG=leg_id, GRAPH_DESCRIBE=describe, target_factory=self._output)
         self.env.NoCache(nodes)
         self.run.records.register([str(t) for t in targets], str(record))
         self.run.steps[os.path.abspath(record)] = Step(step, leg_id, work, [leg_id])
         return nodes
+
+    def _output(self, name: str) -> StepOutput:
+        node = self.env.fs.File(name)
+        node.__class__ = StepOutput  # a File of the same layout: only its content signature differs
+        return node
 
     def _reuse(self, target: Path, leg: Leg) -> Any:
         """A shared step's node, now also a step of `leg`."""
@@ -468,6 +497,7 @@ def decide(dependency: Any, target: Any, prev_ni: Any, repo_node: Any = None) ->
 
 def declare(env: Any, run: RunContext, invocation: Invocation) -> Graph:
     env.Decider(decide)
+    remember_run_digests()
     actions.RUN[:] = [run]
     graph = Graph(env, run)
     for plan in invocation.plans:
