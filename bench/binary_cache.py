@@ -14,7 +14,7 @@
     contract checked, in one pass over the archive); restore time against cold time
     (target: at most 3 %).
 
-Both sign what they store and trust only that key, as CI does (docs/binary-cache-trust.md).
+Both sign what they store and trust only that key, as CI does (docs/binary-cache.md).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ it: the smoke of the stage beside archive and verify), the critical path through
 graph, the smoke chain (the consumer's configure + compile + run, from its logs) and how
 far the cold run is above it, the null-rebuild time (median of 5), the archive and
 unpacked sizes, and the reference implementation's numbers measured on this machine
-(docs/upstream.md#baseline) beside them. Prints; asserts nothing.
+(docs/history.md#baseline) beside them. Prints; asserts nothing.
 
     python3 bench/libtorch_leg.py [--runs 5] [--jobs 2]
 """
@@ -29,7 +29,7 @@ from scratch import REPO, Scons, scratch_project  # noqa: E402
 
 LEG = "libtorch-linux-x86_64-shared"
 ARCHIVE = "libtorch-2.13.0-Linux-x86_64-shared.zip"
-# Reference implementation, same machine and input (docs/upstream.md#baseline, medians).
+# Reference implementation, same machine and input (docs/history.md#baseline, medians).
 BASELINE = {"build+install (extract, copy, stage)": 17.78, "package (cmake -E tar zip)": 16.91,
             "smoke (configure+build+test)": 18.71, "null rebuild": 8.58}
 STEP_LINE = re.compile(r"^\[(\w+)\] \S+ done in ([0-9.]+) s$")
@@ -101,7 +101,7 @@ def main() -> int:
               f"cold total - smoke chain = {total - chain:.2f} s (target <= 10 s)")
     print(f"null rebuild: median {statistics.median(nulls):.3f} s [{min(nulls):.3f}-{max(nulls):.3f}] over {runs} runs")
     print(f"archive: {size:,} B, {entries} entries, {unpacked:,} B unpacked")
-    print("reference implementation on this machine (docs/upstream.md#baseline):")
+    print("reference implementation on this machine (docs/history.md#baseline):")
     for what, seconds in BASELINE.items():
         print(f"  {what:38s} {seconds:6.2f} s")
     ours = times.get("extract", 0) + times.get("stage", 0)

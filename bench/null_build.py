@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Null-build wall times of the step graph (prints numbers, asserts nothing).
 
-    python bench/null_build.py [--runs 5] [--work DIR] [--keep]
+    python bench/null_build.py [--runs 5] [--work DIR] [--keep] [--quickstart | --quickstart-only]
 
 (a) one real-ish leg: the fixsrc fixture's gpu-shared leg (fetch, extract, patch, build,
     stage, archive, verify, smoke), built once, then `scons -Q <leg>` timed;
@@ -11,6 +11,10 @@
     built once, then `scons -Q platform=all flavor=all` timed;
 (c) `scons -Q plan=1` over the real project's whole matrix (read the matrix, plan every
     leg, print the plans; no graph is declared and nothing is written).
+(d) with --quickstart: the quick start leg (LibTorch Linux x86_64 from the torch 2.13.0 CPU
+    wheel, tools/quickstart.sh's command with a signed directory binary cache, as
+    bench/quickstart.py runs it), built once, then its null build timed, and its share of
+    that cold build (target: <= 0.6 s, <= 1 % of cold).
 
 Each time is the median of --runs runs of a fresh `python -m SCons` process. The
 fixture upstreams are served from 127.0.0.1 (tests/integration/fixtures.py).
@@ -90,11 +94,28 @@ def matrix_project(work: Path, server: fixtures.Server) -> tuple[Path, int]:
     return project, legs
 
 
+def quickstart_null(work: Path, runs: int) -> None:
+    import quickstart  # bench/quickstart.py, beside this script
+
+    wheel = quickstart.quickstart_wheel(None)
+    scons, args, cold = quickstart.cold_build(work / "quickstart", wheel, jobs=2)
+    first = quickstart.null_build(scons, args)  # re-hashes what the build wrote (bench/quickstart.py)
+    times = [quickstart.null_build(scons, args) for _ in range(runs)]
+    median = statistics.median(times)
+    print(f"(d) null build, the quick start leg ({quickstart.LEG}): median {median:.2f} s of {runs} "
+          f"[{', '.join(f'{t:.2f}' for t in times)}] = {100 * median / cold:.1f} % of its cold build {cold:.1f} s "
+          f"(target <= 0.6 s, <= 1 %); the first, after the build: {first:.2f} s; load average "
+          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--work", type=Path, help="scratch dir (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir")
+    quick = parser.add_mutually_exclusive_group()
+    quick.add_argument("--quickstart", action="store_true", help="also (d), the quick start leg (~1 min cold)")
+    quick.add_argument("--quickstart-only", action="store_true", help="only (d)")
     options = parser.parse_args()
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         print("note: PYTHONDONTWRITEBYTECODE is set, so every run compiles the project's modules again "
@@ -102,6 +123,9 @@ def main() -> None:
     work = options.work or Path(tempfile.mkdtemp(prefix="anira-null-build-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
+        if options.quickstart_only:
+            quickstart_null(work, options.runs)
+            return
         with fixtures.Server(work / "served") as server:
             upstreams = fixtures.make_upstreams(work / "served", server)
 
@@ -130,6 +154,8 @@ def main() -> None:
         planned = sum(1 for line in done.stdout.splitlines() if " -> dist/" in line and not line.startswith(" "))
         print(f"(c) scons -Q plan=1 over the real matrix ({planned} legs planned): median "
               f"{statistics.median(times):.2f} s of {options.runs} [{', '.join(f'{t:.2f}' for t in times)}]")
+        if options.quickstart:
+            quickstart_null(work, options.runs)
     finally:
         if options.keep:
             print(f"scratch kept in {work}")

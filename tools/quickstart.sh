@@ -10,7 +10,7 @@
 # saying what to do), then kept in .cache/wheels (delete it there to download again).
 # scons gets exactly `version=2.13.0 origin=<wheel>`: the license texts are optional inputs
 # (the wheel brings LICENSE; NOTICE comes with its pin), so the leg has a key and a binary cache
-# can store and restore it (README, "Binary cache").
+# can store and restore it (docs/binary-cache.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION=2.13.0

@@ -2,7 +2,8 @@
 ExecuTorch's own `ios` / `ios-simulator` presets (iOS xcframework).
 
 Upstream facts: docs/upstream.md#executorch (flags and why), #variant-legs (the -gpu legs),
-#executorch-cpu-default (CPU-only default packages), #fix-glslc, #fix-mlx-bundling.
+#executorch-cpu-default (CPU-only default packages); history: docs/history.md#fix-glslc,
+#fix-mlx-bundling.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Command, Contract, CopyRule, Download, Plan, Smoke, VersionProbe, frozen
+from backends.util.locations import url_filename
 
 # Parallelism = installed RAM in GB / 3 (floor 2, ceiling the core count, 8 GB assumed when
 # unknown): unlimited -j OOM-killed the runners (optimized-kernel TUs take GBs each).
@@ -191,6 +193,19 @@ def _torch(leg: Leg, engine: Engine) -> list[Command]:
     return _torch_wheel(engine)
 
 
+# XNNPACK's configure downloads KleidiAI (cmake/DownloadKleidiAI.cmake) unless KLEIDIAI_SOURCE_DIR
+# names a tree: the project fetches the pinned archive and points it there.
+KLEIDIAI_READER = "xnnpack-kleidiai"
+KLEIDIAI_OVERRIDE = "served by KLEIDIAI_SOURCE_DIR (the pinned archive, extracted)"
+
+
+def _kleidiai(leg: Leg, engine: Engine) -> tuple[Download, ...]:
+    """KleidiAI for the legs its `[[build_downloads]]` entry's `when` selects (XNNPACK uses it on arm64),
+    extracted with its archive's top directory as the root."""
+    return tuple(replace(d, roots=(url_filename(d.url).removesuffix(".zip").removesuffix(".tar.gz"),))
+                 for d in kit.build_downloads(engine, leg, KLEIDIAI_READER, unpack=True))
+
+
 def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
     if leg.os == "macos":
         return {"CMAKE_OSX_ARCHITECTURES": leg.arch, "CMAKE_OSX_DEPLOYMENT_TARGET": _deployment_target(leg)}
@@ -198,7 +213,7 @@ def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
         return dict(WINDOWS_ARM64_DEFINES)
     if leg.os == "android":
         return kit.android_toolchain_defines(leg, engine.pins["android_api"])
-    return {}
+    return kit.cross_defines(leg)  # none unless its runner is of another arch
 
 
 def _delegate_defines(leg: Leg) -> dict[str, str]:
@@ -208,6 +223,7 @@ def _delegate_defines(leg: Leg) -> dict[str, str]:
 def configure_argv(leg: Leg, engine: Engine) -> tuple[str, ...]:
     generator = ("-G", "Ninja") if leg.os == "windows" else ()
     values = {**COMMON_DEFINES, **PYTHON_DEFINE, **_platform_defines(leg, engine), **_delegate_defines(leg)}
+    values.update({"KLEIDIAI_SOURCE_DIR": f"{{extract:{d.name}}}" for d in _kleidiai(leg, engine)})
     return ("cmake", "-S", "{src}", "-B", "{build}", *generator, *kit.defines(values))
 
 
@@ -229,12 +245,14 @@ def _desktop_build(leg: Leg, engine: Engine) -> list[Command]:
     if "vulkan" in leg.accelerator:
         build.append(Command("glslc probe", ("{python}", "-m", "backends.probes.glslc")))
     codegen = _codegen_env(leg)
+    served = bool(_kleidiai(leg, engine))  # KleidiAI is the one download upstream's configure makes
     build += [
         _fresh_cache("{build}"),
         _host_tool_cleanup("{build}"),
         Command("clean install", ("cmake", "-E", "rm", "-rf", "{install}")),
-        Command("configure", configure_argv(leg, engine), env=codegen),
-        Command("build", ("cmake", "--build", "{build}", "-j", JOBS, "--target", "install"), env=codegen),
+        Command("configure", configure_argv(leg, engine), env=codegen, network=not served),
+        Command("build", ("cmake", "--build", "{build}", "-j", JOBS, "--target", "install"), env=codegen,
+                network=not served),
     ]
     return build
 
@@ -253,7 +271,7 @@ def _collect(leg: Leg) -> list[CopyRule]:
     if "mlx" in leg.accelerator:
         # MLX is not installed by ExecuTorch; its metallib must sit beside the libraries. Upstream
         # gated this on a never-set shell variable, so it never shipped
-        # (docs/upstream.md#fix-mlx-bundling).
+        # (docs/history.md#fix-mlx-bundling).
         rules += [CopyRule("{build}/**/libmlx.a", "lib", rename="libmlx.a"),
                   CopyRule("{build}/**/mlx.metallib", "lib", rename="mlx.metallib")]
     return rules
@@ -293,11 +311,12 @@ def _downloads(leg: Leg, engine: Engine) -> tuple[Download, ...]:
     downloads = [kit.git_source(engine)]
     if leg.platform == "macos-x86_64":
         downloads.append(kit.git_source(engine, "pytorch"))
-    return tuple(downloads)
+    return (*downloads, *_kleidiai(leg, engine))
 
 
 def _desktop_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
-    notes = list(NOTES) + [RELOCATE_NOTE]
+    kleidiai = _kleidiai(leg, engine)
+    notes = list(NOTES) + [RELOCATE_NOTE, kit.where_from(KLEIDIAI_READER, len(kleidiai), KLEIDIAI_OVERRIDE)]
     if "vulkan" in leg.accelerator:
         notes.append(GLSLC_NOTE)
     return Plan(
@@ -307,7 +326,8 @@ def _desktop_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         # sccache and MSVC's /Fd PDB handling clash (docs/upstream.md#executorch-build)
         compiler_cache=leg.os != "windows",
         env=frozen(_plan_env(leg)),
-        build=tuple(_desktop_build(leg, engine)),
+        build=tuple(([kit.check_build_downloads(engine, KLEIDIAI_READER)] if kleidiai else [])
+                    + _desktop_build(leg, engine)),
         collect=tuple(_collect(leg)),
         fixups=(_relocate(),),
         contract=_contract(leg),
@@ -327,6 +347,7 @@ def ios_configure_argv(leg: Leg, engine: Engine, preset: str) -> tuple[str, ...]
     values = {**PYTHON_DEFINE, **IOS_OFF_DEFINES, "DEPLOYMENT_TARGET": engine.pins["ios_deployment_target"]}
     if not leg.accelerator:
         values.update(IOS_CPU_DEFINES)
+    values.update({"KLEIDIAI_SOURCE_DIR": f"{{extract:{d.name}}}" for d in _kleidiai(leg, engine)})
     return ("cmake", "-S", "{src}", "-B", _ios_slice_dir(preset), "--preset", preset, *kit.defines(values))
 
 
@@ -353,7 +374,7 @@ def _ios_build(leg: Leg, engine: Engine) -> list[Command]:
     for preset in IOS_PRESETS:
         xcframework += ["-library", f"{{build}}/xcframework/{preset}/libexecutorch.a", "-headers", headers]
     build += [
-        # Upstream swallowed a failing install (`|| true`, docs/upstream.md#false-greens): here
+        # Upstream swallowed a failing install (`|| true`, docs/history.md#false-greens): here
         # it fails the leg.
         Command("clean headers", ("cmake", "-E", "rm", "-rf", "{build}/ios-install")),
         Command("headers", ("cmake", "--install", _ios_slice_dir("ios"), "--config", "Release",
@@ -365,11 +386,13 @@ def _ios_build(leg: Leg, engine: Engine) -> list[Command]:
 
 
 def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    kleidiai = _kleidiai(leg, engine)
+    check = [kit.check_build_downloads(engine, KLEIDIAI_READER)] if kleidiai else []
     return Plan(
         leg=leg, version=engine.version, archive=archive,
-        downloads=(kit.git_source(engine),),
+        downloads=(kit.git_source(engine), *kleidiai),
         patches=kit.patches_for(engine, leg),
-        build=tuple(_ios_build(leg, engine)),
+        build=tuple(check + _ios_build(leg, engine)),
         collect=(CopyRule("{build}/executorch.xcframework/**", "executorch.xcframework"), *SOURCE_LICENSES),
         contract=Contract(
             required=(
@@ -380,7 +403,8 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
             ),
             versions=(VersionProbe("text", f"executorch.xcframework/ios-arm64/Headers/{VERSION_HEADER}", ET_VERSION),),
         ),
-        notes=NOTES + ("no iOS smoke: the xcframework is checked by its contract only",),
+        notes=NOTES + ("no iOS smoke: the xcframework is checked by its contract only",
+                       kit.where_from(KLEIDIAI_READER, len(kleidiai), KLEIDIAI_OVERRIDE)),
         private_source=True,
     )
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
-from backends.model.plan import Command, Contract, CopyRule, Plan, Smoke, VersionProbe
+from backends.model.plan import Command, Contract, CopyRule, Download, Plan, RuntimeLibrary, Smoke, VersionProbe
 
 PACKAGE_DIRS = ("include", "lib", "share", "bin")
 TORCH_CONFIG = "share/cmake/Torch/TorchConfig.cmake"
@@ -53,6 +53,10 @@ BUNDLED_RUNTIMES = (
     "libarm_compute*", "libopenblas*", "libgfortran*", "libquadmath*",  # Linux aarch64 BLAS
     "uv.dll", "libuv*", "asmjit*", "fbgemm*",  # Windows release zips
 )
+# What of BUNDLED_RUNTIMES the SBOM names with its own license, and the texts carried for it.
+LIBGOMP = RuntimeLibrary("libgomp", "lib/libgomp*.so*", "GPL-3.0-or-later WITH GCC-exception-3.1",
+                         "GCC's OpenMP runtime, shipped in upstream's Linux release zip")
+LIBGOMP_TEXTS = {"gcc_exception": "GCC-exception-3.1.txt", "gpl3": "GPL-3.0.txt"}
 VERSION_FILE = "share/cmake/Torch/TorchConfigVersion.cmake"
 # The license texts every package carries (engines/contracts.toml [licenses]): the source tree
 # holds both; the release zips neither, so prebuilt legs take them from the tag's files once
@@ -88,6 +92,14 @@ def _smoke(leg: Leg) -> Smoke:
     return Smoke("smoke/libtorch", probes=("mps",) if "mps" in leg.accelerator else ())
 
 
+def _runtime_texts(engine: Engine) -> tuple[tuple[Download, ...], tuple[CopyRule, ...]]:
+    """libgomp's license texts, fetched once pinned (`scons lock`), under share/licenses/libgomp/."""
+    downloads = tuple(replace(kit.url_source(engine, source, unpack=False), optional=True) for source in LIBGOMP_TEXTS)
+    rules = tuple(CopyRule(f"{{download:{source}}}", f"{kit.LICENSE_ROOT}/{LIBGOMP.name}", rename=name, required=False)
+                  for source, name in LIBGOMP_TEXTS.items())
+    return downloads, rules
+
+
 def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     download = replace(kit.url_source(engine, "release", leg.params), roots=("libtorch", "torch"))
     texts, text_rules = kit.license_downloads(engine, LICENSE_SOURCES)
@@ -96,12 +108,16 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     collect += (*text_rules, CopyRule(f"{WHEEL_LICENSES}/LICENSE", kit.license_dir(engine.name), required=False),
                 CopyRule(WHEEL_THIRD_PARTY, f"{kit.license_dir(engine.name)}/third_party", required=False))
     exclude = PYTHON_AND_TESTS + STALE_CONFIGS + (nvidia_redistributables(leg.os) if leg.flavor == "cuda" else ())
-    notes = ()
+    notes: tuple[str, ...] = ()
     if leg.flavor == "cuda":
         notes = ("NVIDIA redistributables stripped (cuDNN, cuBLAS, cudart, NCCL, nvrtc, ...): "
                  "the user provides CUDA 13.x + cuDNN 9, driver r580+",)
+    runtimes: tuple[RuntimeLibrary, ...] = ()
+    if leg.os == "linux":
+        gomp_texts, gomp_rules = _runtime_texts(engine)
+        texts, collect, runtimes = (*texts, *gomp_texts), (*collect, *gomp_rules), (LIBGOMP,)
     return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download, *texts), collect=collect,
-                exclude=exclude, contract=_contract(leg), smoke=_smoke(leg), notes=notes)
+                exclude=exclude, contract=_contract(leg), smoke=_smoke(leg), notes=notes, runtimes=runtimes)
 
 
 def _environment(leg: Leg, engine: Engine) -> dict[str, str]:
@@ -172,7 +188,9 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         build=tuple(build), collect=tuple(collect), exclude=PYTHON_AND_TESTS + STALE_CONFIGS, fixups=tuple(fixups),
         contract=_contract(leg), smoke=_smoke(leg), private_source=True,
         notes=("build_libtorch.py builds in <src>/build and installs into <src>/torch: each leg gets a private "
-               "copy of the source tree, so the MPS and CPU builds never share objects",),
+               "copy of the source tree, so the MPS and CPU builds never share objects",
+               "upstream's build-time downloads: none known; PyTorch's third-party code comes as git submodules, "
+               "pinned by the source's commit"),
     )
 
 

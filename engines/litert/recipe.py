@@ -81,10 +81,19 @@ BAZEL_NOTES = (
     "every Bazel command uses a per-leg --output_base (Windows: the leg's short directory {short}, "
     "for MAX_PATH) and --symlink_prefix under {build}: legs sharing one source tree never share a "
     "server, outputs or bazel-bin (upstream's scratch files and bazel-bin were shared, "
-    "docs/upstream.md#non-hermetic)",
+    "docs/history.md#non-hermetic)",
     "configure.py reads its answers from stdin and takes EOF as the default answer, which is what "
     "upstream's `yes \"\" |` fed it; the runner gives it no stdin",
 )
+# Not yet served by the project (docs/hermetic-sources.md): the bazel reader lists them from
+# the pinned tree (`python -m backends.steps.build_downloads record --reader bazel`).
+HERMETIC_NOTE = ("upstream's build-time downloads: Bazel's http_archive repositories of the pinned workspace and "
+                 "Bazel itself (.bazelversion, through bazelisk), read by the bazel reader; not yet served (the "
+                 "override is --repository_cache/--distdir with --experimental_downloader_config)")
+IMAGE_NOTE = ("upstream's build-time downloads: the Android leg pulls the build image by the tag in [pins] "
+              "build_image; a digest (name@sha256:...) pins it, a tag does not")
+BAZEL_READER = "bazel"
+REPOSITORY_CACHE = "{build}/repository_cache"
 CLOSURE_NOTE = (
     "backends.steps.bazel_closure: `labels` runs `<bazel> cquery <flags> <query> --output=label` and "
     "writes the unique labels without their configuration hash; `collect` runs the starlark collector "
@@ -170,11 +179,28 @@ def _closure(target: str, query_kinds: str, flags: tuple[str, ...], scratch: str
     ]
 
 
-def _host_build(leg: Leg) -> list[Command]:
-    build = [_configure()]
+def _archives(leg: Leg, engine: Engine) -> tuple[Download, ...]:
+    """The workspace's recorded http_archives with upstream's sha256: what Bazel's repository
+    cache serves by that hash (Bazel itself, `.bazelversion`'s, is bazelisk's and not served yet)."""
+    return tuple(d for d in kit.build_downloads(engine, leg, BAZEL_READER)
+                 if d.upstream is not None and d.upstream.upstream_hash.startswith("sha256:"))
+
+
+def _repository_cache(archives: tuple[Download, ...]) -> list[Command]:
+    """Lay the fetched archives where `--repository_cache` finds them (content_addressable/sha256/<hex>/file)."""
+    if not archives:
+        return []
+    files = [f"--file={d.upstream.upstream_hash.removeprefix('sha256:')}={{download:{d.name}}}"
+             for d in archives if d.upstream is not None]
+    return [Command("repository cache", ("{python}", "-m", "backends.steps.build_downloads", "repository-cache",
+                                         "--into", REPOSITORY_CACHE, *files))]
+
+
+def _host_build(leg: Leg, archives: tuple[Download, ...] = ()) -> list[Command]:
+    build = [_configure(), *_repository_cache(archives)]
     if leg.os == "windows" and leg.arch == "arm64":
         build.insert(0, _llvm_install())
-    flags = bazel_flags(leg)
+    flags = bazel_flags(leg) + ((f"--repository_cache={REPOSITORY_CACHE}",) if archives else ())
     base = output_base(leg)
     if leg.kind == "static":
         return build + _closure(STATIC_TARGET, "cc_library", flags, "{build}", base=base)
@@ -349,25 +375,30 @@ def _source_downloads(leg: Leg, engine: Engine) -> list[Download]:
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     collect = [HEADER_RULE]
     bundle = None
-    notes = BAZEL_NOTES
+    notes: tuple[str, ...] = BAZEL_NOTES + (HERMETIC_NOTE,)
     env = dict(WINDOWS_ENV) if leg.os == "windows" else {}
     if leg.os == "windows" and leg.arch == "arm64":
         env.update({"USE_CLANG_CL": "1", "BAZEL_LLVM": LLVM_DIR})
+    archives = () if leg.os == "android" else _archives(leg, engine)
+    if archives:
+        notes += (f"{len(archives)} recorded http_archives served by --repository_cache={REPOSITORY_CACHE}",)
     if leg.kind == "static":
-        build = _android_build(leg, engine) if leg.os == "android" else _host_build(leg)
+        build = _android_build(leg, engine) if leg.os == "android" else _host_build(leg, archives)
         bundle = Bundle(output=_lib_files(leg)[0], libraries_from="{build}/closure.txt", **_librarian(leg))
         notes += (CLOSURE_NOTE,)
         if leg.os == "windows" and leg.arch == "arm64":
             notes += ("bundle: clang-cl archives need llvm-lib /machine:arm64 (lib.exe fails with LNK1160): the "
                       "merge uses the llvm-lib of the LLVM that compiled them, whatever the MSVC setup put on PATH",)
         if leg.os == "android":
+            notes += (IMAGE_NOTE,) if "@sha256:" not in engine.pins["build_image"] else ()
             notes += ("android: the ml-build image runs the build with {build} as /out and the pinned NDK "
                       "as /ndk; it writes {build}/closure.txt with host paths",)
     else:
-        build = _host_build(leg)
+        build = _host_build(leg, archives)
         name = SHARED_FILES[leg.os]
         collect.append(CopyRule(f"{{build}}/bazel-bin/litert/c/**/{name}", "lib", rename=name))
-    return _leg_plan(leg, engine, archive, downloads=_source_downloads(leg, engine), collect=tuple(collect),
+    return _leg_plan(leg, engine, archive, downloads=[*_source_downloads(leg, engine), *archives],
+                     collect=tuple(collect),
                      build=tuple(build), env=env, bundle=bundle, notes=notes)
 
 
@@ -395,7 +426,7 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
             forbidden=("**/*.def",),
             symbols=((f"{device}/libLiteRt.a", SYMBOL),),
         ),
-        notes=NOTES + BAZEL_NOTES + (CLOSURE_NOTE,
+        notes=NOTES + BAZEL_NOTES + (HERMETIC_NOTE, CLOSURE_NOTE,
                                      "headers are staged first, then folded into both slices by xcodebuild "
                                      "in the fixup step", "no iOS smoke: the nm gates and the contract check it"),
         private_source=True,

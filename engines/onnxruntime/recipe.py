@@ -9,7 +9,7 @@ from dataclasses import replace
 from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
-from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke, VersionProbe
+from backends.model.plan import Bundle, Command, Contract, CopyRule, Download, Plan, Smoke, VersionProbe
 
 COMMON_DEFINES = (
     "onnxruntime_BUILD_UNIT_TESTS=OFF",
@@ -34,6 +34,44 @@ LICENSE_TEXTS = ("LICENSE", "ThirdPartyNotices.txt")
 AAR_LICENSE_SOURCES = {"LICENSE": "license", "ThirdPartyNotices.txt": "notices"}
 # The shared macOS library's id: relocatable, found through the consumer's rpath.
 MACOS_INSTALL_NAME = "@rpath/libonnxruntime.dylib"
+# cmake/deps.txt's downloads: fetched and pinned by the project, laid where ORT's CMake looks
+# first for each URL (`<source>/mirror/<URL without https://>`), so CMake still checks its SHA1.
+DEPS_READER = "ort-deps"
+MIRROR_OVERRIDE = "served from {src}/mirror/<URL without https://>, which ORT's deps.txt loop prefers"
+WASM_NOTE = ("upstream's build-time downloads: the WASM build activates emsdk (the cmake/external/emsdk submodule, "
+             "pinned by its gitlink), whose `emsdk install` downloads the Emscripten toolchain itself (read by the "
+             "emsdk reader): not yet served by the project (docs/hermetic-sources.md)")
+DML_NOTE = ("upstream's build-time downloads: --use_dml restores the Microsoft.AI.DirectML NuGet package of "
+            "packages.config from nuget.org (read by the nuget reader): not yet served by the project "
+            "(docs/hermetic-sources.md)")
+
+
+def _unserved(engine: Engine, reader: str, note: str) -> str:
+    """A note on downloads the project lists but does not serve yet, with the recorded URLs."""
+    urls = [item.url for item in engine.build_downloads if item.reader == reader]
+    return note + (f"; recorded: {', '.join(urls)}" if urls else "")
+
+
+def _served(leg: Leg, deps: tuple[Download, ...]) -> bool:
+    """Whether the project serves every download of the leg's build: deps.txt's, and none of the
+    emsdk toolchain or the DirectML package it does not serve yet. Then build.py runs with the
+    network off."""
+    return bool(deps) and leg.os != "wasm" and "dml" not in leg.accelerator
+
+
+def _deps(leg: Leg, engine: Engine) -> tuple[tuple[Download, ...], list[Command], tuple[str, ...]]:
+    """deps.txt's downloads, the commands that check the tree against them and lay the mirror,
+    and plan=1's notes on where they come from."""
+    deps = kit.build_downloads(engine, leg, DEPS_READER)
+    notes = [kit.where_from(DEPS_READER, len(deps), MIRROR_OVERRIDE)]
+    notes += [_unserved(engine, "emsdk", WASM_NOTE)] if leg.os == "wasm" else []
+    notes += [_unserved(engine, "nuget", DML_NOTE)] if "dml" in leg.accelerator else []
+    if not deps:
+        return (), [], tuple(notes)
+    mirror = Command("mirror deps.txt", ("{python}", "-m", "backends.steps.build_downloads", "mirror",
+                                         "--into", "{src}/mirror",
+                                         *(f"--file={d.url}={{download:{d.name}}}" for d in deps)))
+    return deps, [kit.check_build_downloads(engine, DEPS_READER), mirror], tuple(notes)
 
 
 def _platform_args(leg: Leg, engine: Engine) -> tuple[list[str], list[str]]:
@@ -114,7 +152,9 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     platform_args, extra = _platform_args(leg, engine)
     config = kit.build_type(leg)
     # WASM's emsdk is a submodule the source is checked out with (engine.toml [[submodules]]).
-    build = [Command("build.py", _build_py(leg, "{build}", platform_args, extra))]
+    deps, serve, notes = _deps(leg, engine)
+    build = [*serve, Command("build.py", _build_py(leg, "{build}", platform_args, extra),
+                             network=not _served(leg, deps))]
     collect = _headers(leg) + list(kit.license_texts(engine, "{src}", LICENSE_TEXTS))
     bundle = None
     fixups: list[Command] = []
@@ -140,20 +180,22 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         libs = (output,)
     return Plan(
         leg=leg, version=engine.version, archive=archive,
-        downloads=(kit.git_source(engine),),
+        downloads=(kit.git_source(engine), *deps),
         patches=kit.patches_for(engine, leg),
         build=tuple(build), collect=tuple(collect), bundle=bundle, fixups=tuple(fixups),
-        contract=_contract(leg, libs, versions), smoke=_smoke(leg),
+        contract=_contract(leg, libs, versions), smoke=_smoke(leg), notes=notes,
     )
 
 
 def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
-    build: list[Command] = []
+    deps, serve, notes = _deps(leg, engine)
+    build: list[Command] = list(serve)
     for slice_name, sysroot in (("device", "iphoneos"), ("simulator", "iphonesimulator")):
         slice_dir = f"{{build}}/{slice_name}"
         args = ["--ios", "--use_xcode", "--apple_sysroot", sysroot, "--osx_arch", "arm64",
                 "--apple_deploy_target", engine.pins["apple_deploy_target"], "--build_apple_framework"]
-        build.append(Command(f"build.py {slice_name}", _build_py(leg, slice_dir, args, [])))
+        build.append(Command(f"build.py {slice_name}", _build_py(leg, slice_dir, args, []),
+                             network=not _served(leg, deps)))
         build.append(_re2(slice_dir, "Release"))
         build.append(Command(f"bundle {slice_name}", (
             "{python}", "-m", "backends.steps.bundle", "--from-tree", f"{slice_dir}/Release",
@@ -169,14 +211,14 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     drop_headers = Command("drop loose headers", ("cmake", "-E", "rm", "-rf", "{stage}/include"), cwd="{stage}")
     return Plan(
         leg=leg, version=engine.version, archive=archive,
-        downloads=(kit.git_source(engine),),
+        downloads=(kit.git_source(engine), *deps),
         patches=kit.patches_for(engine, leg),
         build=tuple(build),
         collect=(*_headers(leg), *kit.license_texts(engine, "{src}", LICENSE_TEXTS)),
         fixups=(xcframework, drop_headers),
         contract=Contract(required=("onnxruntime.xcframework/Info.plist",
                                     "onnxruntime.xcframework/*/Headers/onnxruntime_c_api.h")),
-        notes=("no iOS smoke: the xcframework is checked by its contract only",),
+        notes=("no iOS smoke: the xcframework is checked by its contract only", *notes),
     )
 
 
@@ -187,7 +229,7 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         collect = [CopyRule("{extract:aar}/headers/**", "include"), *text_rules]
         collect += [CopyRule(f"{{extract:aar}}/jni/{abi}/libonnxruntime.so", f"lib/{abi}")
                     for abi in leg.params["abis"].split()]
-        libs = tuple(f"lib/{abi}/libonnxruntime.so" for abi in leg.params["abis"].split())
+        libs: tuple[str, ...] = tuple(f"lib/{abi}/libonnxruntime.so" for abi in leg.params["abis"].split())
         return Plan(leg=leg, version=engine.version, archive=archive, downloads=(download, *texts),
                     collect=tuple(collect), contract=_contract(leg, libs))
     download = kit.url_source(engine, "release", leg.params)
@@ -200,7 +242,7 @@ def _prebuilt_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         if cuda:
             collect += [CopyRule(f"{root}/lib/libonnxruntime_providers_shared.so", "lib"),
                         CopyRule(f"{root}/lib/libonnxruntime_providers_cuda.so", "lib")]
-        libs: tuple[str, ...] = ("lib/libonnxruntime.so",)
+        libs = ("lib/libonnxruntime.so",)
     else:
         # Only the DLL and its import library: no ~400 MB .pdb, no bridge shim on CPU legs.
         collect += [CopyRule(f"{root}/lib/onnxruntime.dll", "lib"), CopyRule(f"{root}/lib/onnxruntime.lib", "lib")]

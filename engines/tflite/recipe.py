@@ -9,7 +9,9 @@ from __future__ import annotations
 from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
-from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke, frozen
+from typing import Sequence
+
+from backends.model.plan import Bundle, Command, Contract, CopyRule, Download, Plan, Smoke, frozen
 from backends.util.line_endings import checkout_sha256
 
 # Our wrapper project, relative to the repository root: configure runs there (cwd "."; SCons
@@ -49,6 +51,25 @@ IOS_NOTES = (
 )
 
 
+# tensorflow/lite/tools/cmake/modules/*.cmake's OverridableFetchContent_Declare downloads: fetched
+# and pinned by the project, handed over by upstream's own override variables.
+MODULES_READER = "tflite-cmake"
+MODULES_OVERRIDE = ("served by OVERRIDABLE_FETCH_CONTENT_<name>_URL (a local file) and _URL_HASH (its pinned "
+                    "sha256), which also turn a GIT_REPOSITORY declaration into that archive")
+
+
+def override_defines(downloads: Sequence[Download]) -> dict[str, str]:
+    """OverridableFetchContent's variables for each fetched module download."""
+    values: dict[str, str] = {}
+    for download in downloads:
+        assert download.upstream is not None
+        prefix = f"OVERRIDABLE_FETCH_CONTENT_{download.upstream.name}"
+        values[f"{prefix}_URL"] = f"{{download:{download.name}}}"
+        if download.sha256:
+            values[f"{prefix}_URL_HASH"] = f"SHA256={download.sha256}"
+    return values
+
+
 def _metal(leg: Leg) -> bool:
     return "metal" in leg.accelerator
 
@@ -64,7 +85,7 @@ def _platform_defines(leg: Leg, engine: Engine) -> dict[str, str]:
     return {}
 
 
-def configure_argv(leg: Leg, engine: Engine) -> tuple[str, ...]:
+def configure_argv(leg: Leg, engine: Engine, modules: Sequence[Download] = ()) -> tuple[str, ...]:
     values = {
         "TFLITE_SOURCE_DIR": "{src}",
         "CMAKE_BUILD_TYPE": kit.build_type(leg),
@@ -73,6 +94,7 @@ def configure_argv(leg: Leg, engine: Engine) -> tuple[str, ...]:
     }
     if _metal(leg):
         values["TFLITE_BUILD_METAL_DELEGATE"] = "ON"
+    values.update(override_defines(modules))
     return ("cmake", "-S", WRAPPER, "-B", "{build}", "-G", "Ninja", *kit.defines(values))
 
 
@@ -81,16 +103,18 @@ def wrapper_digest(engine: Engine) -> str:
     return checkout_sha256(engine.root / "cmake" / "CMakeLists.txt")
 
 
-def _build(leg: Leg, engine: Engine) -> list[Command]:
+def _build(leg: Leg, engine: Engine, modules: Sequence[Download] = ()) -> list[Command]:
     config = kit.build_type(leg)
     # The step graph keys a build on its commands, not on project files: the digest makes an
     # edit of the wrapper rebuild the TFLite legs (and only them).
     digest = frozen({"TFLITE_WRAPPER_SHA256": wrapper_digest(engine)})
+    check = [kit.check_build_downloads(engine, MODULES_READER)] if modules else []
     return [
+        *check,
         # Cache variables are sticky: a removed -D would otherwise survive into the next configure.
         Command("fresh cache", ("cmake", "-E", "rm", "-f", "{build}/CMakeCache.txt")),
-        Command("configure", configure_argv(leg, engine), env=digest, cwd="."),
-        Command("build", ("cmake", "--build", "{build}", "--config", config, "-j", "{jobs}")),
+        Command("configure", configure_argv(leg, engine, modules), env=digest, cwd=".", network=not modules),
+        Command("build", ("cmake", "--build", "{build}", "--config", config, "-j", "{jobs}"), network=not modules),
         Command("clean install", ("cmake", "-E", "rm", "-rf", "{install}")),
         Command("install", ("cmake", "--install", "{build}", "--config", config, "--prefix", "{install}")),
     ]
@@ -121,6 +145,7 @@ def _license_rules(engine: Engine) -> list[CopyRule]:
 
 
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
+    modules = kit.build_downloads(engine, leg, MODULES_READER)
     collect = [CopyRule("{install}/include/**", "include"), *_license_rules(engine)]
     bundle = None
     if leg.kind == "static":
@@ -136,14 +161,14 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         libs = _shared_libs(leg)
     return Plan(
         leg=leg, version=engine.version, archive=archive,
-        downloads=(kit.git_source(engine),),
+        downloads=(kit.git_source(engine), *modules),
         patches=kit.patches_for(engine, leg),
-        build=tuple(_build(leg, engine)),
+        build=tuple(_build(leg, engine, modules)),
         collect=tuple(collect),
         bundle=bundle,
         contract=_contract(leg, libs),
         smoke=Smoke("smoke/tflite", model="add.tflite", probes=leg.accelerator),  # Metal probed at run time
-        notes=NOTES,
+        notes=NOTES + (kit.where_from(MODULES_READER, len(modules), MODULES_OVERRIDE),),
     )
 
 
@@ -181,10 +206,10 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
 
 
 def _ios_smoke_notes(leg: Leg) -> tuple[str, ...]:
-    notes = ("smoke: a simulator build, run with `xcrun simctl spawn` on a booted device",)
+    notes: tuple[str, ...] = ("smoke: a simulator build, run with `xcrun simctl spawn` on a booted device",)
     if leg.accelerator:
         notes += ("the smoke runs a Metal and a CoreML pass through the delegate xcframeworks "
-                  "(docs/upstream.md#open-questions); the Metal pass only where the probe finds a GPU (a "
+                  "(docs/history.md#open-questions); the Metal pass only where the probe finds a GPU (a "
                   "simulator on a virtual machine has none: recorded as not available on this runner)",)
     return notes
 

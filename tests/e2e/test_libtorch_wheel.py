@@ -136,6 +136,21 @@ def test_the_sbom_is_valid_and_lists_every_input_of_the_plan(built):
     assert str(scons.project) not in json.dumps(document)
 
 
+def test_every_shipped_shared_library_is_the_engines_own_or_a_listed_runtime(built):
+    """LibTorch ships GCC's libgomp: the SBOM names it, with its license, as not the engine's own."""
+    import fnmatch
+    from pathlib import PurePosixPath
+    scons, *_ = built
+    document = json.loads((scons.project / "dist" / (ARCHIVE + ".json")).read_text())["sbom"]["document"]
+    runtimes = {p["packageFileName"] for p in document["packages"] if p["SPDXID"].startswith("SPDXRef-Runtime-")}
+    own = ("libtorch*", "libc10*", "libcaffe2*", "libshm.*")
+    with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
+        shared = [n for n in archive.namelist() if re.search(r"\.so(\.|$)", n)]
+    uncovered = [n for n in shared if n not in runtimes
+                 and not any(fnmatch.fnmatchcase(PurePosixPath(n).name, g) for g in own)]
+    assert not uncovered and any("libgomp" in n for n in runtimes)
+
+
 def test_the_archive_has_the_shape_anira_relies_on(built):
     scons, *_ = built
     with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:

@@ -419,7 +419,7 @@ from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Bundle, Command, Contract, CopyRule, Plan, Smoke
 
-# True reproduces upstream's lost flavor (docs/upstream.md#fix-flavor-argument): the gpu leg is built without --use_coreml.
+# True reproduces upstream's lost flavor (docs/history.md#fix-flavor-argument): the gpu leg is built without --use_coreml.
 FORGET_COREML = False
 PROVIDER_HEADER = "coreml_provider_factory.h"
 PROVIDER_SYMBOL = "FixsrcSessionOptionsAppendExecutionProvider_CoreML"

@@ -1,4 +1,4 @@
-"""Trust that follows the key's lifecycle, on a fixture leg (docs/binary-cache-trust.md).
+"""Trust that follows the key's lifecycle, on a fixture leg (docs/binary-cache.md).
 
 - Revocation: a real restore, then the signer removed from `binary_cache_trust=`, then runs
   with and without `dist/`, with and without a cache: the next run rebuilds, says

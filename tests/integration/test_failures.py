@@ -125,7 +125,7 @@ def test_zip_slip_release_archive(project_factory, upstreams, tmp_path):
 
 
 def test_cpu_build_mislabelled_gpu_is_caught_by_verify(project_factory):
-    """Upstream's lost flavor (docs/upstream.md#fix-flavor-argument): the gpu leg's build forgot --use_coreml."""
+    """Upstream's lost flavor (docs/history.md#fix-flavor-argument): the gpu leg's build forgot --use_coreml."""
     rows = (LegRow(kind="shared", flavor="gpu", accelerator="coreml"),)
     project = project_factory(fixbin=False, fixsrc_rows=rows, forget_coreml=True)
     run = _failed(scons(project, GPU_LEG))

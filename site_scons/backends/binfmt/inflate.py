@@ -9,10 +9,12 @@ import io
 import struct
 import zipfile
 import zlib
-from typing import BinaryIO, Callable
+from types import ModuleType
+from typing import BinaryIO, Callable, cast
 
 from backends.util.files import CHUNK_SIZE
 
+_inflater: ModuleType | None
 try:
     from isal import isal_zlib as _inflater
 except ImportError:  # optional: zipfile's zlib does the same, slower
@@ -25,14 +27,17 @@ _LOCAL_SIGNATURE = b"PK\x03\x04"
 def open_member(zipped: zipfile.ZipFile, info: zipfile.ZipInfo) -> BinaryIO:
     """A reader of one member's bytes (its own file handle: safe beside other readers)."""
     encrypted = info.flag_bits & 0x1
+    # Both readers are used as BinaryIO is (read, close, with), which typeshed's IO[bytes] for
+    # zipfile's and io.RawIOBase for ours do not say.
     if _inflater is None or info.compress_type != zipfile.ZIP_DEFLATED or encrypted or zipped.filename is None:
-        return zipped.open(info)
-    return _DeflatedMember(zipped.filename, info)
+        return cast(BinaryIO, zipped.open(info))
+    return cast(BinaryIO, _DeflatedMember(zipped.filename, info, _inflater))
 
 
 class _DeflatedMember(io.RawIOBase):
-    def __init__(self, archive: str, info: zipfile.ZipInfo) -> None:
+    def __init__(self, archive: str, info: zipfile.ZipInfo, inflater: ModuleType) -> None:
         super().__init__()
+        self._inflater = inflater
         self._name = info.filename
         self._crc, self._size = info.CRC, info.file_size
         self._file = open(archive, "rb")
@@ -43,7 +48,7 @@ class _DeflatedMember(io.RawIOBase):
             raise zipfile.BadZipFile(f"{info.filename}: bad local file header")
         self._file.seek(name_length + extra_length, io.SEEK_CUR)
         self._left = info.compress_size
-        self._inflate = _inflater.decompressobj(-zlib.MAX_WBITS)
+        self._inflate = inflater.decompressobj(-zlib.MAX_WBITS)
         self._pending, self._offset = b"", 0
         self._seen_crc, self._seen_size = 0, 0
         self._done = False
@@ -76,7 +81,7 @@ class _DeflatedMember(io.RawIOBase):
         else:
             data = self._inflated(lambda _: self._inflate.flush(), b"")
             self._done = True
-        self._seen_crc = _inflater.crc32(data, self._seen_crc)  # ISA-L's: the same CRC, ~5x zlib's speed
+        self._seen_crc = self._inflater.crc32(data, self._seen_crc)  # ISA-L's: the same CRC, ~5x zlib's speed
         self._seen_size += len(data)
         if self._done and (self._seen_crc, self._seen_size) != (self._crc, self._size):
             raise zipfile.BadZipFile(f"Bad CRC-32 or size for {self._name}: the member is corrupt")

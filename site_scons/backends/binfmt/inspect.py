@@ -11,9 +11,11 @@ import re
 import subprocess
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from backends.binfmt.macho import macho_archs
 from backends.binfmt.objects import AR_MAGIC, FormatError, iter_archive_members, nm_symbol_table, object_format
+from backends.model.platforms import platform_table
 from backends.model.engine import version_key
 from backends.util import toolchain
 from backends.util.errors import BackendsError
@@ -45,7 +47,7 @@ def _tool_output(name: str, arguments: list[str], path: Path) -> str:
 def _is_elf_shared_object(path: Path) -> bool:
     with open(path, "rb") as stream:
         head = stream.read(18)
-    order = "little" if head[5:6] == b"\x01" else "big"
+    order: Literal["little", "big"] = "little" if head[5:6] == b"\x01" else "big"
     return head.startswith(b"\x7fELF") and int.from_bytes(head[16:18], order) == ELF_TYPE_SHARED
 
 
@@ -152,9 +154,9 @@ def macho_min_os(lib: Path) -> dict[str, str]:
                     for command in commands
                     if command.get("cmd") == "LC_BUILD_VERSION"
                     or command.get("cmd", "").startswith("LC_VERSION_MIN_")]
-        versions = [version for version in versions if version]
-        if versions:
-            result[arch] = max(versions, key=lambda version: version_key(version) or ())
+        found = [version for version in versions if version]
+        if found:
+            result[arch] = max(found, key=lambda version: version_key(version) or ())
     return result
 
 
@@ -204,8 +206,9 @@ def _parse_load_commands(output: str) -> list[dict[str, str]]:
 
 # --- what a binary is: format, architectures, identity, version -------------------------
 
-ELF_MACHINES = {3: "i386", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64"}
-COFF_MACHINES = {0x014C: "i386", 0x8664: "x86_64", 0xAA64: "arm64", 0xA641: "arm64ec", 0x01C4: "arm"}
+# Machine ids -> names (engines/platforms.toml, [machine.*]).
+ELF_MACHINES = platform_table().elf_machines
+COFF_MACHINES = platform_table().coff_machines
 IMAGE_FILE_DLL = 0x2000
 _VS_FIXEDFILEINFO = (0xFEEF04BD).to_bytes(4, "little")
 _DLL_NAME = re.compile(r"^\s*DLL name: (\S+)\s*$", re.M)
@@ -220,7 +223,7 @@ def binary_archs(lib: Path) -> tuple[str, set[str]]:
     if fmt == "macho":
         return fmt, set(macho_archs(lib))
     if fmt == "wasm":
-        return fmt, {"wasm32"}
+        return fmt, set(platform_table().wasm_machines)
     heads = _object_heads(lib)
     if fmt == "elf":
         return fmt, {ELF_MACHINES.get(_elf_machine(head), "unknown") for head in heads if head.startswith(b"\x7fELF")}
@@ -247,7 +250,7 @@ def _object_heads(lib: Path) -> list[bytes]:
 
 
 def _elf_machine(head: bytes) -> int:
-    order = "little" if head[5:6] == b"\x01" else "big"
+    order: Literal["little", "big"] = "little" if head[5:6] == b"\x01" else "big"
     return int.from_bytes(head[18:20], order)
 
 
@@ -333,8 +336,13 @@ def macho_platforms(lib: Path) -> set[str]:
             if cmd == "LC_BUILD_VERSION" and "platform" in command:
                 platforms.add(command["platform"].lower())
             elif cmd.startswith("LC_VERSION_MIN_"):
-                platforms.add(_LEGACY_PLATFORMS.get((cmd, arch in ("x86_64", "i386")), cmd))
+                platforms.add(_LEGACY_PLATFORMS.get((cmd, _is_x86(arch)), cmd))
     return platforms
+
+
+def _is_x86(arch: str) -> bool:
+    machine = platform_table().machines.get(arch)
+    return machine is not None and machine.family == "x86"
 
 
 _LEGACY_PLATFORMS = {

@@ -5,27 +5,14 @@ objects) rather than asked of lipo: llvm-lipo 14
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from backends.binfmt.objects import FormatError, iter_archive_members, object_format
+from backends.model.platforms import platform_table
 
-_CPU_ARCH_ABI64 = 0x01000000
-_CPU_ARCH_ABI64_32 = 0x02000000
-_CPU_TYPE_X86 = 7
-_CPU_TYPE_ARM = 12
 _CPU_SUBTYPE_MASK = 0x00FFFFFF
-_ARCH_NAMES = {
-    (_CPU_TYPE_X86, None): "i386",
-    (_CPU_TYPE_X86 | _CPU_ARCH_ABI64, 8): "x86_64h",
-    (_CPU_TYPE_X86 | _CPU_ARCH_ABI64, None): "x86_64",
-    (_CPU_TYPE_ARM | _CPU_ARCH_ABI64, 2): "arm64e",
-    (_CPU_TYPE_ARM | _CPU_ARCH_ABI64, None): "arm64",
-    (_CPU_TYPE_ARM | _CPU_ARCH_ABI64_32, None): "arm64_32",
-    (_CPU_TYPE_ARM, 9): "armv7",
-    (_CPU_TYPE_ARM, 11): "armv7s",
-    (_CPU_TYPE_ARM, 12): "armv7k",
-    (_CPU_TYPE_ARM, None): "arm",
-}
+# (cputype, cpusubtype or None) -> lipo's name (engines/platforms.toml, [machine.*] macho).
+_ARCH_NAMES = platform_table().macho_machines
 _THIN_LITTLE = {b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe"}
 _THIN_BIG = {b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf"}
 _FAT = b"\xca\xfe\xba\xbe"
@@ -41,6 +28,7 @@ def arch_name(cputype: int, cpusubtype: int) -> str:
 
 def _thin_arch(head: bytes) -> str | None:
     magic = head[:4]
+    order: Literal["little", "big"]
     if magic in _THIN_LITTLE:
         order = "little"
     elif magic in _THIN_BIG:

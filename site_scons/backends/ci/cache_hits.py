@@ -97,7 +97,7 @@ def read_listing(location: str, environ: Mapping[str, str], root: Path,
     if trust.empty:
         return Listing(location, trust=trust, unavailable="no key is trusted (keys/binary-cache.pub lists none), so "
                        "a restore would refuse every entry: add the CI key's public line "
-                       "(docs/binary-cache-trust.md)")
+                       "(docs/binary-cache.md#rotating-a-key)")
     store = store_for(location, environ)
     if not isinstance(store, GitHubReleaseStore):
         return Listing(location, trust=trust, unavailable=f"{location} cannot be listed before the legs run (only "

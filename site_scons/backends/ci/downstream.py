@@ -17,7 +17,7 @@ its model repositories out at the commits `.github/anira.toml` pins (anira_pins.
 
     python -m backends.ci.downstream matrix --matrix ci-matrix.json --dist DIR
     python -m backends.ci.downstream stage --matrix ci-matrix.json --dist DIR --out DIR
-    python -m backends.ci.downstream cmake-args --platform linux-x86_64 --matrix ci-matrix.json --dist DIR
+    python -m backends.ci.downstream cmake-args --platform PLATFORM --matrix ci-matrix.json --dist DIR
     python -m backends.ci.downstream pins                     (repository=, commit= lines: anira's pin)
     python -m backends.ci.downstream models --anira DIR       (its model repositories, at their pins)
 """
@@ -33,6 +33,8 @@ from typing import Any, Mapping, Sequence
 from backends.ci import anira_pins
 from backends.ci.release import SUMS_NAME
 from backends.model.plan import Plan
+from backends.model.platforms import platform_table
+from backends.model.vocab import split_platform
 from backends.util.errors import BackendsError
 from backends.util.files import sha256_file
 
@@ -40,9 +42,10 @@ from backends.util.files import sha256_file
 ANIRA_ENGINES = {"libtorch": "LIBTORCH", "onnxruntime": "ONNXRUNTIME", "litert": "LITERT", "tflite": "TFLITE"}
 # LiteRT and TFLite export the same TfLite* symbols: anira builds with one of them, LiteRT first.
 EXCLUSIVE = ("litert", "tflite")
-# Where the gate runs anira's tests: Linux x86_64 always, the others when the release has archives.
-REQUIRED_PLATFORM = "linux-x86_64"
-GATED_PLATFORMS = (REQUIRED_PLATFORM, "macos-arm64", "windows-x86_64")
+# Where the gate runs anira's tests (engines/platforms.toml's anira_gate): the first always, the
+# others when the release has archives.
+GATED_PLATFORMS = platform_table().gated()
+REQUIRED_PLATFORM = GATED_PLATFORMS[0]
 # What anira's configure is given besides the engines.
 BASE_ARGS = ("-DBUILD_SHARED_LIBS=ON", "-DANIRA_WITH_TESTS=ON", "-DANIRA_BACKENDS_SKIP_REMOTE_CHECK=ON")
 # The top-level entries an archive may have: anira never flattens a folder around them.
@@ -65,7 +68,7 @@ def layout(plan: Plan, libname: str) -> tuple[str, ...]:
         return (f"{'TensorFlowLiteC' if leg.engine == 'tflite' else libname}.xcframework/",)
     prefixes = ["include/", "lib/"]
     if leg.platform == "android":
-        prefixes = ["include/", *(f"lib/{abi}/" for abi in ("arm64-v8a", "x86_64"))]
+        prefixes = ["include/", *(f"lib/{split_platform(abi)[1]}/" for abi in platform_table()["android"].slices)]
     if leg.engine == "libtorch":
         prefixes.append("share/cmake/Torch/")
     return tuple(prefixes)
@@ -97,8 +100,9 @@ def present(entries: Sequence[Mapping[str, Any]], dist: Path, platform: str) -> 
 
 
 def gate_matrix(entries: Sequence[Mapping[str, Any]], dist: Path) -> list[dict[str, str]]:
-    """One job per gated platform with at least one archive anira can take (Linux x86_64
-    always: without one the release has nothing anira's tests can check)."""
+    """One job per gated platform with at least one archive anira can take (the one gated
+    "always" in engines/platforms.toml: without one the release has nothing anira's tests can
+    check)."""
     jobs: list[dict[str, str]] = []
     for platform in GATED_PLATFORMS:
         legs = present(entries, dist, platform)

@@ -150,6 +150,12 @@ def matrix_entries(payload: object) -> list[dict[str, object]]:
     return entries
 
 
+def _needs(entry: Mapping[str, object]) -> list[str]:
+    """An aggregate entry's input legs (`needs`); none for a leg that builds."""
+    needs = entry.get("needs", [])
+    return [str(need) for need in needs] if isinstance(needs, (list, tuple)) else []
+
+
 def check_entries(entries: Sequence[Mapping[str, object]]) -> None:
     """Every runner is a GitHub-hosted label; every aggregate's inputs are in the selection."""
     ids = {str(entry["id"]) for entry in entries}
@@ -160,7 +166,7 @@ def check_entries(entries: Sequence[Mapping[str, object]]) -> None:
         if entry["runner"] not in GITHUB_HOSTED_LABELS:
             raise CiError(f"{entry['id']}: runner {entry['runner']!r} is not a GitHub-hosted label "
                           f"({', '.join(sorted(GITHUB_HOSTED_LABELS))})")
-        missing = [need for need in entry.get("needs", []) if need not in ids]
+        missing = [need for need in _needs(entry) if need not in ids]
         if missing:
             raise CiError(f"aggregate {entry['id']} needs {', '.join(missing)}, which the selection leaves out; "
                           "widen the filters (e.g. drop platform=) so its inputs are built too")
@@ -191,7 +197,7 @@ def plan_outputs(entries: Sequence[Mapping[str, object]],
 
 def _aggregate(entry: Mapping[str, object], archives: Mapping[str, str],
                hits: Mapping[str, ci_cache.Hit]) -> dict[str, object]:
-    needs = [str(need) for need in entry["needs"]]  # type: ignore[attr-defined]
+    needs = _needs(entry)
     restore = [hits[need].record() for need in needs if need in hits]
     return {**entry, "inputs": [archives[need] for need in needs if need not in hits],
             **({"restore": restore} if restore else {})}
@@ -224,8 +230,7 @@ def pin_gate(entries: Sequence[Mapping[str, object]], matrix: Matrix) -> PinGate
     for item in missing:
         for leg_id in item.legs:
             blocked.setdefault(leg_id, []).append(item.label)
-    needs = {str(entry["id"]): [str(need) for need in entry.get("needs", [])]  # type: ignore[union-attr]
-             for entry in entries}
+    needs = {str(entry["id"]): _needs(entry) for entry in entries}
     for leg_id in needs:
         _block_aggregate(leg_id, needs, blocked, set())
     return PinGate(runnable=[dict(entry) for entry in entries if str(entry["id"]) not in blocked],

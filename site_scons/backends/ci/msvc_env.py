@@ -20,6 +20,7 @@ from pathlib import Path, PureWindowsPath
 from typing import Callable, Mapping, Sequence
 
 from backends.ci.main import append_to_runner_file
+from backends.model.platforms import platform_table
 from backends.probes.visual_studio import INSTALLER_DIR, TOOLS_COMPONENTS, components_for, install_command
 from backends.util.errors import BackendsError
 
@@ -27,7 +28,8 @@ from backends.util.errors import BackendsError
 # reads (probes/visual_studio.py).
 VSWHERE = Path(*PureWindowsPath(INSTALLER_DIR).parts, "vswhere.exe")
 COMPONENTS = TOOLS_COMPONENTS
-HOSTS = {"AMD64": "x64", "ARM64": "arm64"}  # PROCESSOR_ARCHITECTURE -> vcvarsall's name
+HOSTS = {msvc.processor: msvc.arch for msvc in platform_table().msvc_targets()}  # PROCESSOR_ARCHITECTURE ->
+VCVARS_ARCH = {msvc.arch: msvc.dev_cmd_arch for msvc in platform_table().msvc_targets()}  # a cross pair's halves
 
 
 def _install(target: str) -> str:
@@ -56,7 +58,7 @@ def vcvars_argument(target: str, host: str) -> str:
                         f"(targets: {', '.join(COMPONENTS)}; hosts: {', '.join(HOSTS)})")
     if host_arch == target:
         return target
-    return f"{'amd64' if host_arch == 'x64' else host_arch}_{'amd64' if target == 'x64' else target}"
+    return f"{VCVARS_ARCH[host_arch]}_{VCVARS_ARCH[target]}"
 
 
 def find_vcvarsall(target: str, environ: Mapping[str, str], run: Run = _run) -> Path:

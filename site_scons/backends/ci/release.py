@@ -1,4 +1,4 @@
-"""Atomic GitHub release of the archives in a dist directory (docs/upstream.md#release-fragility).
+"""Atomic GitHub release of the archives in a dist directory (docs/history.md#release-fragility).
 
     python -m backends.ci.release --repo owner/name --tag vX.Y.Z --dist DIR --matrix FILE.json
                                [--step draft|publish] [--api URL] [--token-env GITHUB_TOKEN]

@@ -158,13 +158,13 @@ def _last_runs(run: RunContext, as_built: Settings) -> list[tuple[Settings, Iter
     its publish record), so what a leg's last good build used is kept (the quick start's
     wheel, say), and typing that command again stays a no-op."""
     known = {leg.id: leg for leg in run.matrix.legs}
-    selections = []
+    selections: list[tuple[Settings, Iterable[Leg]]] = []
     for record_path in sorted((run.build_root / "legs").glob("*/steps/publish.json")):
         leg = known.get(record_path.parent.parent.name)
         last = (read_record(record_path) or {}).get("run")
         if leg is None or not isinstance(last, dict):
             continue
-        origins = last.get("origins") if isinstance(last.get("origins"), dict) else {}
+        origins = found if isinstance(found := last.get("origins"), dict) else {}
         selections.append((dataclasses.replace(as_built, version=str(last.get("version") or ""),
                                                origins={str(k): str(v) for k, v in origins.items()},
                                                format=str(last.get("format") or as_built.format)), [leg]))

@@ -24,6 +24,7 @@ from backends.commands.invocation import canonical_leg_id
 from backends.model.matrix import Matrix, load_matrix
 from backends.model.recipes import plan_all
 from backends.model.selection import suggest
+from backends.model.platforms import platform_table
 from backends.model.vocab import VocabularyError, canonical_platform, split_platform
 from backends.probes.host import Host, detect_host
 from backends.probes.host_checks import Facts, Finding, check
@@ -54,7 +55,7 @@ def _host(text: str) -> Host:
     try:
         os_name, arch = split_platform(canonical_platform(text))
     except VocabularyError:
-        raise SetupError(f"--host {text}: not a platform such as macos-arm64, windows-x86_64 or linux-x86_64") from None
+        raise SetupError(f"--host {text}: not a platform; platforms are {platform_table().examples()}") from None
     return Host(os_name, arch)
 
 

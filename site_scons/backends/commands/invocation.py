@@ -42,7 +42,7 @@ from backends.util.locations import UnsupportedLocation, is_url, locate, origin_
 
 # Commands are words on the command line; leg ids are the other targets, and so is a step's
 # record (build/legs/<leg id>/steps/<step>.json): running up to that step.
-COMMANDS = ("list", "ci-matrix", "pins", "lock", "affected")
+COMMANDS = ("list", "ci-matrix", "pins", "lock", "affected", "fetch")
 KEYGEN = "cache-keygen"
 _STEP_TARGET = re.compile(r"build/legs/([^/]+)/steps/([^/]+)\.json")
 
@@ -465,6 +465,9 @@ def resolve(arguments: Mapping[str, str], targets: Sequence[str], matrix: Matrix
     commands, leg_ids, step_targets, spellings = _split_targets(targets, matrix)
     mode = _mode(commands, arguments)
     _check_since(mode, arguments)
+    if mode != "fetch" and "mirror_out" in arguments:
+        raise SelectionError("mirror_out= is for `scons fetch` (write every input in the layout mirror= reads); "
+                             "add the target fetch, or drop mirror_out=")
     if mode == "lock":
         settings = dataclasses.replace(settings, lock=True)  # what lock does: a URL origin is fetched and hashed
     if mode == "build" and not leg_ids and not any(name in arguments for name in FILTERS):

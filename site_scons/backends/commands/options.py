@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from backends.model.schema import version_problem
+from backends.model.platforms import platform_table
 from backends.model.vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES
 from backends.util.errors import BackendsError
 
@@ -85,12 +86,12 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("engine", "engine(s) to select, comma-separated", "", ("all", *ENGINES), check=_comma_list),
-    Option("platform", "platform(s) <os>-<arch>: linux-x86_64, linux-aarch64 (alias linux-arm64), macos-x86_64, "
-           "macos-arm64, macos-universal, windows-x86_64 (alias windows-x64), windows-arm64, android-arm64-v8a, "
-           "android-x86_64, android, ios, wasm; building defaults to this host, list/plan/ci-matrix to all", "",
+    Option("platform", f"platform(s) <os>-<arch>: {platform_table().examples()}; building defaults to this host, "
+           "list/plan/ci-matrix to all", "",
            check=_comma_list),
-    Option("flavor", "cpu is the default package, gpu and cuda the accelerator variants; building defaults to "
-           "cpu, list/plan/ci-matrix to all", "", ("all", *FLAVORS), check=_comma_list),
+    Option("flavor", f"cpu is the default package, {', '.join(f for f in FLAVORS if f != 'cpu')} the accelerator variants (engines/"
+           "contracts.toml [flavors]); building defaults to cpu, list/plan/ci-matrix to all", "", ("all", *FLAVORS),
+           check=_comma_list),
     Option("kind", "package form (xcframework: iOS only)", "", ("all", *KINDS), check=_comma_list),
     Option("config", "build configuration", "", ("all", *CONFIGS), check=_comma_list),
     Option("source", "how the leg gets its binaries", "", ("all", *SOURCES), check=_comma_list),
@@ -102,6 +103,8 @@ OPTIONS: tuple[Option, ...] = (
            check=_comma_list),
     Option("cache", "download cache directory (content-addressed, shared by every leg)", ".cache/downloads"),
     Option("mirror", "directory or URL prefix(es) tried before upstream, comma-separated", "", check=_comma_list),
+    Option("mirror_out", "with `scons fetch`: also write every input into this directory, in the layout "
+           "mirror= reads", ""),
     Option("offline", "never touch the network: cache and directory mirrors only", "0", boolean=True),
     Option("lock", "building: accept downloads without a pin and record them into engine.toml (`scons lock` "
            "records the pins of any selection from any host, without building)", "0", boolean=True),
@@ -144,7 +147,7 @@ def option(name: str) -> Option:
 
 
 def help_text() -> str:
-    lines = ["anira-backends: scons [list|ci-matrix|pins|lock|affected|<leg id>...] [option=value ...]", "", "Options:"]
+    lines = ["anira-backends: scons [list|ci-matrix|pins|lock|affected|fetch|<leg id>...] [option=value ...]", "", "Options:"]
     for opt in OPTIONS:
         values = f" ({'|'.join(opt.allowed)})" if opt.allowed else (" (0|1)" if opt.boolean else "")
         default = f" [default: {opt.default}]" if opt.default else ""
@@ -158,10 +161,14 @@ def help_text() -> str:
               "one is unpinned",
               "  lock         fetch (files) and resolve (git refs, by ls-remote) every input of the selected legs "
               "and record the missing pins into engine.toml; any host, never builds",
+              "  fetch        download and verify every pinned input of the selected legs (upstream's build-time "
+              "downloads included) into the cache, building nothing; mirror_out=DIR also writes them in the layout "
+              "mirror= reads",
               "  affected     with since=<git ref>: the selected legs whose key parts differ between that ref's "
               "data and the working tree (what a change rebuilds), pinned or not; never builds",
               "  cache-keygen key=PATH  write a binary cache signing key pair: PATH (secret, mode 0600) and "
               "PATH.pub",
-              "  <leg id>     build one leg, e.g. onnxruntime-linux-x86_64-shared (platform aliases accepted)",
+              "  <leg id>     build one leg, <engine>-<platform>[-<flavor>]-<kind>[-debug] such as "
+              f"onnxruntime-{platform_table().tokens[0]}-shared (platform aliases accepted)",
               "  (none)       with filters: build the selected legs this host can build; without: list them"]
     return "\n".join(lines)

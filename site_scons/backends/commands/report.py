@@ -160,7 +160,8 @@ def _wrapped(text: str) -> list[str]:
 
 
 def _command_text(command: Command) -> list[str]:
-    lines = [f"    [{command.label}] (cwd {command.cwd})"]
+    network = "" if command.network else ", network off"
+    lines = [f"    [{command.label}] (cwd {command.cwd}{network})"]
     if command.env:
         lines.append("      env " + " ".join(f"{key}={_quote(value)}" for key, value in command.env.items()))
     lines.append("      " + " ".join(_quote(arg) for arg in command.argv))
@@ -245,7 +246,10 @@ def render_plan(plan: Plan) -> str:
     if leg.inputs:
         lines.append("  inputs: " + ", ".join(leg.inputs))
     for download in plan.downloads:
-        lines.append(f"  fetch {download.name}: {download.url} ({_pin_text(download)})")
+        upstream = download.upstream
+        said = f"; upstream {upstream.upstream_hash or 'gives no hash'}, {upstream.where or upstream.reader}" \
+            if upstream else ""
+        lines.append(f"  fetch {download.name}: {download.url} ({_pin_text(download)}{said})")
         lines += _submodules_text(download, leg.engine)
     for patch in plan.patches:
         until = f" (needed up to {patch.until}; skipped when upstream has it)" if patch.until else ""

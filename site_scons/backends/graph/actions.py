@@ -32,6 +32,7 @@ from backends.graph.settings import Settings
 from backends.graph.summary import Summary
 from backends.model.engine import Engine
 from backends.model.matrix import Matrix
+from backends.model.platforms import platform_table
 from backends.model.plan import Download, Plan
 from backends.model.recipe_kit import LICENSE_ROOT
 from backends.model.submodules import advice
@@ -43,7 +44,7 @@ from backends.steps import fetch as fetch_step
 from backends.steps import git as git_step
 from backends.steps import manifest as manifest_step
 from backends.steps import publish as publish_step
-from backends.steps import sbom, sign, submodule_check
+from backends.steps import sign, submodule_check
 from backends.steps import smoke as smoke_step
 from backends.steps import source as source_step
 from backends.steps import stage as stage_step
@@ -268,8 +269,8 @@ def _git_checkout(run: RunContext, engine_name: str, download: Download, origin:
     dest = record.with_suffix("") / leaf(download)
     git_step.checkout(download.url, commit, dest, remotes, submodules=download.submodules, log=log, label=label,
                       only=download.submodule_paths)
-    body = {"name": download.name, "url": download.url, "override": origin, "ref": download.ref, "commit": commit,
-            "path": str(dest)}
+    body: dict[str, object] = {"name": download.name, "url": download.url, "override": origin, "ref": download.ref,
+                               "commit": commit, "path": str(dest)}
     if download.submodule_paths:  # the selected ones, at the commits the superproject's tree records
         body["submodules"] = git_step.gitlinks(dest, commit, download.submodule_paths)
     return StepResult(body)
@@ -401,7 +402,9 @@ def stage(run: RunContext, leg_id: str) -> StepResult:
                                                       run.settings.verbose, log_prefix="fixup")
     if nodes.plan.leg.code_signed:
         result["signing"] = sign.sign_stage(dirs.stage, run.environ).record()
-    result["sbom"] = _write_sbom(nodes, dirs.stage, result["bundled"])
+    bundled = result["bundled"]
+    assert isinstance(bundled, list)  # the libraries steps/stage.py bundled
+    result["sbom"] = _write_sbom(nodes, dirs.stage, bundled)
     result["files"] = len([e for e in list_tree(dirs.stage, with_hashes=False) if e.kind != "dir"])
     return StepResult(result, trees=(dirs.stage,))
 
@@ -409,8 +412,11 @@ def stage(run: RunContext, leg_id: str) -> StepResult:
 def _write_sbom(nodes: LegNodes, stage_dir: Path, bundled: list[str]) -> str:
     """The archive's SBOM into the stage (steps/sbom.py): the plan's inputs as fetched, the patches,
     the bundled libraries and the license texts staged."""
+    from backends.steps import sbom  # only a stage writes one (_sbom_error)
+
     fetched = [_read(p) for p in nodes.dirs.downloads.values() if Path(p).is_file()]
-    document = sbom.leg_document(nodes.plan, nodes.engine, fetched, bundled, sbom.license_members(stage_dir))
+    document = sbom.leg_document(nodes.plan, nodes.engine, fetched, bundled, sbom.license_members(stage_dir),
+                                 sbom.runtime_members(nodes.plan, stage_dir))
     return sbom.write(stage_dir, nodes.plan, document)
 
 
@@ -433,6 +439,8 @@ def merge(run: RunContext, leg_id: str, input_archives: list[Path]) -> StepResul
     else:
         report = _android_bundle([run.matrix.leg(i).arch for i in leg.inputs], unpacked, dirs.stage)
     record: dict[str, object] = {"inputs": list(leg.inputs), "report": report}
+    from backends.steps import sbom  # only a stage writes one (_sbom_error)
+
     inputs = [sbom.InputArchive(i, archive) for i, archive in zip(leg.inputs, input_archives)]
     record["sbom"] = sbom.write(dirs.stage, nodes.plan, sbom.aggregate_document(
         nodes.plan, nodes.engine, inputs, sbom.license_members(dirs.stage)))
@@ -517,6 +525,12 @@ def _stage_as_recorded(run: RunContext, nodes: LegNodes, when: str) -> None:
                           "stage step reruns)")
 
 
+def _toolchain_file(platform: str, mode: str) -> str:
+    """The CMake toolchain file (under smoke/) a smoke emulated in `mode` is cross-built with."""
+    emulated = platform_table().emulation(platform)
+    return emulated.toolchain_file if emulated and emulated.mode == mode else ""
+
+
 def smoke(run: RunContext, leg_id: str) -> StepResult:
     nodes = run.legs[leg_id]
     plan, leg = nodes.plan, nodes.plan.leg
@@ -530,7 +544,7 @@ def smoke(run: RunContext, leg_id: str) -> StepResult:
     else:  # on the stage the archive is written from, so it runs beside archive and verify
         result = smoke_step.smoke(nodes.archive, plan.smoke, run.root, nodes.dirs.leg / "smoke",
                                   nodes.dirs.logs, leg_id, run.environ, run.settings.verbose, mode,
-                                  tree=nodes.dirs.stage)
+                                  tree=nodes.dirs.stage, toolchain_file=_toolchain_file(leg.platform, mode))
         _stage_as_recorded(run, nodes, "while the smoke ran")
     run.summary.smoke(leg_id, result)
     return StepResult({"leg": leg_id, **result})

@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+import SCons.Node.FS
 import SCons.Script as scons
 
 from backends.cache.entry import check_entry
@@ -29,6 +30,7 @@ from backends.graph.records import read_record
 from backends.graph.settings import Invocation, Settings
 from backends.model.engine import Engine
 from backends.model.leg import Leg
+from backends.model.platforms import platform_table
 from backends.model.plan import Download, Plan, origin_for
 from backends.model.recipes import leg_engine, plan_leg
 from backends.runner.run import passed_environment
@@ -41,13 +43,34 @@ from backends.steps.context import LegDirs
 from backends.steps.smoke import OWN_VARIABLES
 from backends.util.canonical import canonical, digest, plain
 from backends.util.errors import BackendsError
+from backends.util.files import remember_run_digests, sha256_file
 from backends.util.locations import origin_filename
 from backends.util.toolchain import identity
 
 # SCons' index of the decider that asks the environment (`env.Decider`) about a source.
 DECIDE_SOURCE = 4
-SMOKE_TOOLS = {"qemu": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64"),
-               "wine": ("x86_64-w64-mingw32-gcc", "x86_64-w64-mingw32-g++", "wine64", "wine")}
+
+
+class StepOutput(SCons.Node.FS.File):
+    """A step's target. SCons content-signs every target it built, for .sconsign, by reading
+    it whole (the 130 MB archive too); here that signature is the sha256 this run took for
+    the step's record (files.sha256_file: by identity, no second read). No decision rests on
+    it: `decide` judges every step by its record (docs/decisions.md)."""
+
+    __slots__ = ()
+
+    def get_csig(self) -> str:
+        ninfo = self.get_ninfo()
+        try:
+            return str(ninfo.csig)
+        except AttributeError:
+            pass
+        try:
+            csig = sha256_file(self.get_abspath())
+        except OSError:
+            csig = ""
+        ninfo.csig = csig
+        return csig
 
 
 def short_hash(*parts: object) -> str:
@@ -96,7 +119,7 @@ class Graph:
         record = targets[-1]
         inputs = [self._settings(step, payload), *sources]
         nodes = self.env.Command([str(t) for t in targets], inputs, self._action, GRAPH_STEP=step,
-                                 GRAPH_LEG=leg_id, GRAPH_DESCRIBE=describe)
+                                 GRAPH_LEG=leg_id, GRAPH_DESCRIBE=describe, target_factory=self._output)
         self.env.NoCache(nodes)
         self.run.records.register([str(t) for t in targets], str(record))
         self.run.steps[os.path.abspath(record)] = Step(step, leg_id, work, [leg_id])
@@ -110,6 +133,11 @@ class Graph:
         stream = self.build_root / "locks" / f"heavy-stream-{self._heavy_steps % self.settings.heavy_jobs}"
         self.env.SideEffect(str(stream), nodes)
         self._heavy_steps += 1
+
+    def _output(self, name: str) -> StepOutput:
+        node = self.env.fs.File(name)
+        node.__class__ = StepOutput  # a File of the same layout: only its content signature differs
+        return node
 
     def _reuse(self, target: Path, leg: Leg) -> Any:
         """A shared step's node, now also a step of `leg`."""
@@ -233,9 +261,9 @@ class Graph:
             self._heavy(build)
             previous = [build]
         # The stage holds the SBOM, dated by SOURCE_DATE_EPOCH like the archive.
-        stage_payload = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
-                         "fixups": plan.fixups, "sign": actions.signs_here(self.run, leg),
-                         "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")}
+        stage_payload: dict[str, object] = {"collect": plan.collect, "exclude": plan.exclude, "bundle": plan.bundle,
+                                            "fixups": plan.fixups, "sign": actions.signs_here(self.run, leg),
+                                            "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH", "")}
         if plan.fixups:
             stage_payload.update(self._environment(plan))
         stage = self._step([steps_dir / "stage.json"], previous, "stage", leg.id, leg.id,
@@ -260,6 +288,7 @@ class Graph:
             input_leg = self.matrix.leg(input_id)
             if self.settings.inputs == "build" and self.host.can_build(input_leg):
                 built = self.add_leg(input_leg)
+                assert built.published is not None  # add_leg declares where the leg publishes
                 input_nodes.append(built.publish_node)
                 input_archives.append(built.published)
                 continue
@@ -357,7 +386,7 @@ class Graph:
         if plan.leg.id not in self._keys:
             self._keys.update(leg_keys([plan], self.matrix, self.root, version=self.settings.version,
                                        fmt=self.settings.format, origins=self.settings.origins,
-                                       hash_file=self.run.records.digests.digest, lock=self.settings.lock))
+                                       hash_file=self.run.records.digests.require, lock=self.settings.lock))
             key = self._keys[plan.leg.id]
             if not key.digest and self.run.stores:
                 warn(f"{plan.leg.id} has no key, so it is built: {key.uncacheable}")
@@ -419,7 +448,7 @@ class Graph:
             if not self._said_untrusting:
                 warn("no key is trusted, so nothing is restored (built legs are still stored): pass "
                      "binary_cache_trust=<key.pub> (the writers' public keys), or binary_cache_trust=unsigned for a "
-                     "store nobody else writes; see docs/binary-cache-trust.md")
+                     "store nobody else writes; see docs/binary-cache.md#keys")
                 self._said_untrusting = True
             return None
         for store in self.run.stores:
@@ -443,7 +472,8 @@ class Graph:
         and compilers CMake will find (its PATH's, as the runner passes them on)."""
         mode = self.host.run_mode(plan.leg, plan.smoke)
         environ = self.run.environ
-        tools = ("cmake", "ninja", "ctest", "cc", "c++", *SMOKE_TOOLS.get(mode, ()))
+        emulated = platform_table().emulation(plan.leg.platform)
+        tools = ("cmake", "ninja", "ctest", "cc", "c++", *(emulated.tools if emulated and emulated.mode == mode else ()))
         passed = {name: value for name, value in passed_environment(environ).items() if name not in OWN_VARIABLES}
         return {"smoke": plan.smoke, "run_mode": mode, "environment": passed,
                 "tools": identity(tools, environ.get("PATH", os.defpath)) if plan.smoke and mode else {}}
@@ -480,6 +510,7 @@ def decide(run: RunContext, dependency: Any, target: Any, prev_ni: Any, repo_nod
 def declare(env: Any, run: RunContext, invocation: Invocation) -> Graph:
     env.Decider(partial(decide, run))
     env["GRAPH_RUN"] = run  # what dispatch reads the run from: no module holds it
+    remember_run_digests()
     graph = Graph(env, run)
     for plan in invocation.plans:
         graph.add_leg(plan.leg)

@@ -24,7 +24,7 @@ from backends.model.vocab import ACCELERATORS, CONDITIONS, ENGINES, OSES
 FILE_NAME = "contracts.toml"
 EVIDENCE_KINDS = ("files", "symbols", "links", "targets", "libraries")
 FLOOR_MINIMA = ("min_bytes", "min_symbols")
-SECTIONS = ("evidence", "undefined", "floor", "licenses", "origins")
+SECTIONS = ("evidence", "undefined", "floor", "licenses", "origins", "flavors", "accelerators")
 # The leg facts an evidence row may depend on: those of a patch's `when` but the flavor and the
 # accelerator, which the row is evidence of.
 WHEN_KEYS = tuple(key for key in CONDITIONS if key not in ("flavor", "accelerator"))
@@ -85,6 +85,7 @@ def load_contract_data(path: Path) -> ContractData:
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise DataError(f"{path}: {error}") from None
     _only(raw, SECTIONS, f"{path}")
+    _vocabulary(raw, f"{path}")
     undefined = _table(raw.get("undefined", {}), f"{path}: undefined")
     _only(undefined, ("system", "sets", "internal"), f"{path}: undefined")
     evidence = _per_engine(raw.get("evidence", {}), path, "evidence")
@@ -242,6 +243,17 @@ def _regexes(raw: object, where: str) -> tuple[str, ...]:
         except re.error as error:
             raise DataError(f"{where}: {pattern!r} is not a regular expression ({error})") from None
     return patterns
+
+
+def _vocabulary(raw: dict, where: str) -> None:
+    """[flavors] and [accelerators]: names, each with a one-line description; cpu is a flavor
+    (the default package)."""
+    for section in ("flavors", "accelerators"):
+        for name, description in _table(raw.get(section, {}), f"{where}: {section}").items():
+            if not isinstance(description, str) or not description or "\n" in description:
+                raise DataError(f"{where}: {section}.{name} must be a one-line description, not {description!r}")
+    if "flavors" in raw and "cpu" not in raw["flavors"]:
+        raise DataError(f"{where}: flavors: cpu, the default package, must be declared")
 
 
 def _table(raw: object, where: str) -> dict:

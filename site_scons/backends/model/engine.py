@@ -29,9 +29,14 @@ from backends.model.schema import (
     version,
     version_pattern,
 )
+from backends.model.platforms import platform_table
 from backends.model.vocab import CONDITIONS, VocabularyError, canonical_platform
+from backends.util.locations import url_filename
 
 SOURCE_KINDS = ("archive", "git")
+# The readers of upstream's build-time downloads (pins/build_downloads.py), by their name in
+# `[[build_downloads]]` reader = ...
+BUILD_DOWNLOAD_READERS = ("ort-deps", "tflite-cmake", "xnnpack-kleidiai", "bazel", "emsdk", "nuget")
 # The leading dotted numbers of any version-like text (a pin, a Mach-O minos): parsing, not the grammar.
 _NUMBERS = re.compile(r"[0-9]+(\.[0-9]+)*")
 
@@ -125,6 +130,40 @@ class SubmoduleSpec:
 
 
 @dataclass(frozen=True)
+class BuildDownload:
+    """A file upstream's build downloads by itself (pins/build_downloads.py reads them from the
+    pinned tree; `[[build_downloads]]` records them): upstream's name for it, the URL, and the
+    hash upstream gives (`sha1:<hex>`, `sha256:<hex>`; "" when it gives none, as for a git tag)."""
+
+    name: str
+    url: str
+    upstream_hash: str = ""
+    git: str = ""  # the repository upstream declared, when it declared one (the url is its tag's archive)
+    ref: str = ""  # the tag or commit of `git`
+    where: str = ""  # the file of upstream's tree that declares it
+    reader: str = ""  # which reader found it (pins/build_downloads.py READERS)
+    when: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    license: str = ""  # as upstream states it, where it does
+
+    @property
+    def filename(self) -> str:
+        """Its file name in the project's cache and `[sha256]`: upstream's name first, since
+        many archives are called `v1.0.tar.gz`."""
+        return f"{self.name}-{url_filename(self.url)}"
+
+    @property
+    def version(self) -> str:
+        """The tag or commit, else what the archive's name says."""
+        if self.ref:
+            return self.ref
+        stem = re.sub(r"\.(tar\.gz|tgz|tar\.xz|zip|tar\.bz2)$", "", url_filename(self.url))
+        return stem.removeprefix("v") if re.match(r"v?\d", stem) else stem.rsplit("-", 1)[-1]
+
+    def applies_to(self, facts: Mapping[str, str | tuple[str, ...]]) -> bool:
+        return when_matches(self.when, facts)
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     libname: str
@@ -143,6 +182,8 @@ class Engine:
     # The engine's own version scheme within the grammar: the pin, rows' versions and
     # version= overrides match it.
     version_pattern: VersionPattern = VersionPattern(DEFAULT_VERSION_PATTERN)
+    # What upstream's build downloads by itself, recorded from the pinned tree.
+    build_downloads: tuple[BuildDownload, ...] = ()
 
     def with_version(self, version: str) -> "Engine":
         """A version override of the pin (not a second pin): names and URLs follow it, and a
@@ -202,7 +243,7 @@ SELECTED = "selected"
 def _submodules_mode(value: object, label: str, where: str) -> bool | str:
     """A git source's `submodules`: true (every one), false (none) or "selected"."""
     if value is True or value is False or value == SELECTED:
-        return value  # type: ignore[return-value]
+        return value
     raise DataError(f"{where}: {label} must be true (every submodule, recursively), false (none) or "
                     f"\"{SELECTED}\" (only those the [[submodules]] entries select for the leg), not {value!r}")
 
@@ -233,7 +274,7 @@ def _check_condition(key: str, value: str, where: str) -> None:
             valid = False
         if not valid:
             raise DataError(f"{where}: when.platform {value!r} is not a canonical platform "
-                            "(<os>-<arch> as in variants/, e.g. linux-x86_64, windows-arm64, android, ios)")
+                            f"(one of engines/platforms.toml: {', '.join(platform_table().tokens)})")
     elif value not in allowed:
         raise DataError(f"{where}: when.{key} {value!r} is not one of {', '.join(allowed)}")
 
@@ -253,6 +294,7 @@ ENGINE_FIELDS = (
     Field("submodules", list_of(table), ()),
     Field("sha256", table_of(optional(_SHA256), key_check=path_component), MappingProxyType({})),
     Field("nested", table_of(url(), key_check=path_component), MappingProxyType({})),
+    Field("build_downloads", list_of(table), ()),
 )
 SOURCE_FIELDS = (
     Field("url", text),  # checked with the kind: git sources may be file:// repositories
@@ -274,6 +316,19 @@ SUBMODULE_FIELDS = (
     Field("reason", line),
     Field("switch", optional(_SWITCH), ""),
     Field("when", _conditions, MappingProxyType({})),
+)
+_UPSTREAM_HASH = matching(r"(sha1:[0-9a-f]{40}|sha256:[0-9a-f]{64}|md5:[0-9a-f]{32})",
+                          "is not <algorithm>:<hex> (sha1:, sha256: or md5:)")
+BUILD_DOWNLOAD_FIELDS = (
+    Field("name", path_component),
+    Field("url", url(("https",))),
+    Field("upstream_hash", optional(_UPSTREAM_HASH), ""),
+    Field("git", optional(url(("https",))), ""),
+    Field("ref", optional(_GIT_REF), ""),
+    Field("where", optional(line), ""),
+    Field("reader", one_of(BUILD_DOWNLOAD_READERS)),
+    Field("when", _conditions, MappingProxyType({})),
+    Field("license", optional(line), ""),
 )
 _URL_SCHEMES = {"archive": ("http", "https"), "git": ("http", "https", "file")}
 
@@ -353,4 +408,18 @@ def _engine(root: Path, path: Path, raw: dict[str, object]) -> Engine:
         sha256=values["sha256"],
         nested=values["nested"],
         version_pattern=pattern,
+        build_downloads=_build_downloads(values["build_downloads"], where),
     )
+
+
+def _build_downloads(raw: Sequence[object], where: str) -> tuple[BuildDownload, ...]:
+    """The `[[build_downloads]]` entries, each file name once (it is their pin's key)."""
+    entries = tuple(BuildDownload(**read(entry, BUILD_DOWNLOAD_FIELDS, f"{where} [[build_downloads]] #{index}"))
+                    for index, entry in enumerate(raw, start=1))
+    seen: dict[str, BuildDownload] = {}
+    for entry in entries:
+        other = seen.setdefault(entry.filename, entry)
+        if other is not entry and other.url != entry.url:
+            raise DataError(f"{where} [[build_downloads]]: {entry.name} and {other.name} share the file name "
+                            f"{entry.filename} with two URLs")
+    return entries

@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from backends.model.vocab import MSVC_ARCH, RUNNERS, platform_label, split_platform
+from backends.model.platforms import platform_table
+from backends.model.vocab import RUNNERS, platform_label, split_platform
 
 
 def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
@@ -50,11 +51,25 @@ class Leg:
 
     @property
     def msvc_arch(self) -> str:
-        return MSVC_ARCH.get(self.arch, "") if self.os == "windows" else ""
+        return platform_table().msvc_arch(self.platform)
 
     @property
     def runner_host(self) -> tuple[str, str]:
         return RUNNERS[self.runner]
+
+    @property
+    def cross_triple(self) -> str:
+        """The GNU triple of the cross compiler the leg is built with where its runner is of its
+        OS but of another arch (engines/platforms.toml); "" for a native build."""
+        runner_os, runner_arch = self.runner_host
+        if runner_os != self.os or runner_arch == self.arch:
+            return ""
+        return platform_table()[self.platform].cross_triple
+
+    @property
+    def sysroot_packages(self) -> tuple[str, ...]:
+        """The Debian packages of that cross compiler and its sysroot."""
+        return platform_table()[self.platform].sysroot_packages if self.cross_triple else ()
 
     @property
     def code_signed(self) -> bool:

@@ -10,6 +10,7 @@ from typing import Mapping
 
 from backends.model.engine import DataError, Engine, load_engine, when_matches
 from backends.model.leg import Leg, leg_id
+from backends.model.platforms import platform_table
 from backends.model.recipe_kit import facts
 from backends.model.schema import (
     PATH_COMPONENT,
@@ -50,8 +51,8 @@ def _platform(value: object, label: str, where: str) -> str:
     try:
         platform = canonical_platform(token)
     except VocabularyError:
-        raise DataError(f"{where}: unknown platform {token!r}; platforms are <os>-<arch> (e.g. linux-x86_64, "
-                        "macos-arm64, windows-arm64, android-arm64-v8a) or android, ios, wasm") from None
+        raise DataError(f"{where}: unknown platform {token!r}; platforms are those of engines/platforms.toml: "
+                        f"{', '.join(platform_table().tokens)}") from None
     if platform != token:
         raise DataError(f"{where}: write the canonical platform {platform!r}, not {token!r}")
     return platform
@@ -83,7 +84,7 @@ ROW_FIELDS = (
     Field("requires", table_of(line, key_check=identifier), MappingProxyType({})),
     Field("params", table_of(path_component, key_check=template_name, by_key=PARAM_CHECKS), MappingProxyType({})),
     Field("version", version, ""),
-    # Runner limits (docs/decisions.md "On the runners"): the hours a cold build (no compiler
+    # Runner limits (docs/ci-and-release.md "On the runners"): the hours a cold build (no compiler
     # cache) is estimated to take on its runner, 0 when well within a CI job; and whether CI
     # frees the Linux runner's preinstalled SDKs first (inputs of several GB).
     Field("cold_hours", hours, 0.0),
@@ -94,11 +95,8 @@ VARIANTS_FIELDS = (
     Field("leg", list_of(table), ()),
 )
 
-# The per-arch platforms an aggregate fuses, in slice order.
-AGGREGATE_SLICES = {
-    "universal": ("macos-x86_64", "macos-arm64"),
-    "android-bundle": ("android-arm64-v8a", "android-x86_64"),
-}
+# The per-arch platforms an aggregate fuses, in slice order (engines/platforms.toml).
+AGGREGATE_SLICES = platform_table().aggregate_slices
 
 
 @dataclass(frozen=True)

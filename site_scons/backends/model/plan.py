@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from backends.model.engine import PatchSpec
+from backends.model.engine import BuildDownload, PatchSpec
 from backends.model.leg import Leg
 
 
@@ -44,6 +44,9 @@ class Download:
     # Fetched when pinned (or given by origin=, or under lock); an unpinned one is skipped, its
     # copy rules not required: license texts the origin may carry itself (a wheel does).
     optional: bool = False
+    # What upstream's build would download by itself, when this is that file (engine.toml
+    # [[build_downloads]]): the SBOM and `scons fetch` tell it from the project's own inputs.
+    upstream: BuildDownload | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class Command:
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=frozen)
     cwd: str = "{src}"
+    # False: the project served every download it needs, so it runs with the network off
+    # where the host allows (runner/network.py); a download it still tries fails, named.
+    network: bool = True
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,18 @@ class Smoke:
 
 
 @dataclass(frozen=True)
+class RuntimeLibrary:
+    """A shared library the package ships that is not the engine's own (LibTorch's copy of
+    GCC's libgomp): the SBOM lists each file matching `member` with `license`, and its
+    license texts are carried under share/licenses/<name>/."""
+
+    name: str
+    member: str  # a glob over the stage's paths
+    license: str  # an SPDX expression
+    origin: str  # where it comes from, said in the SBOM
+
+
+@dataclass(frozen=True)
 class Plan:
     leg: Leg
     version: str
@@ -201,6 +219,7 @@ class Plan:
     private_source: bool = False
     # Whether CI may put a compiler cache launcher (ccache/sccache) into the upstream build.
     compiler_cache: bool = True
+    runtimes: tuple[RuntimeLibrary, ...] = ()  # shipped libraries that are not the engine's own
 
     @property
     def steps(self) -> tuple[str, ...]:

@@ -6,7 +6,8 @@ from typing import Iterable, Mapping
 
 from backends.model.engine import DataError, Engine, PatchSpec
 from backends.model.leg import Leg
-from backends.model.plan import CopyRule, Download
+from backends.model.plan import Command, CopyRule, Download
+from backends.model.platforms import platform_table
 from backends.util.locations import url_filename
 
 # Where every package carries its engine's license texts (engines/contracts.toml [licenses]).
@@ -110,6 +111,17 @@ def android_toolchain_defines(leg: Leg, api: str) -> dict[str, str]:
     }
 
 
+def cross_defines(leg: Leg) -> dict[str, str]:
+    """CMake's cross-compiling defines for a leg its runner builds for another arch of the same
+    OS, with the platform's cross compiler (engines/platforms.toml cross_triple); none for a
+    native build."""
+    triple = leg.cross_triple
+    if not triple:
+        return {}
+    return {"CMAKE_SYSTEM_NAME": platform_table().oses[leg.os].system, "CMAKE_SYSTEM_PROCESSOR": leg.arch,
+            "CMAKE_C_COMPILER": f"{triple}-gcc", "CMAKE_CXX_COMPILER": f"{triple}-g++"}
+
+
 def on_off(flag: bool) -> str:
     return "ON" if flag else "OFF"
 
@@ -157,3 +169,40 @@ def license_downloads(engine: Engine, texts: Mapping[str, str]) -> tuple[tuple[D
     rules = tuple(CopyRule(f"{{download:{source}}}", license_dir(engine.name), rename=name, required=False)
                   for name, source in texts.items())
     return downloads, rules
+
+
+# -- upstream's own build-time downloads (docs/hermetic-sources.md) --------------------------
+
+BUILD_DOWNLOAD_PREFIX = "dep-"
+
+
+def build_download_name(name: str) -> str:
+    """The plan's download name (`{download:dep-<name>}`) for upstream's dependency `name`."""
+    return BUILD_DOWNLOAD_PREFIX + name
+
+
+def build_downloads(engine: Engine, leg: Leg, reader: str, *, unpack: bool = False) -> tuple[Download, ...]:
+    """The leg's `[[build_downloads]]` of one reader, as downloads the project fetches and pins
+    (by sha256 under `<name>-<file>`) before upstream's build could."""
+    leg_facts = facts(leg)
+    return tuple(Download(name=build_download_name(item.name), url=item.url, filename=item.filename,
+                          sha256=engine.pinned_sha256(item.filename) or "", unpack=unpack, upstream=item)
+                 for item in engine.build_downloads if item.reader == reader and item.applies_to(leg_facts))
+
+
+def where_from(reader: str, entries: int, override: str) -> str:
+    """plan=1's note on a leg's build-time downloads: where they are read, and how upstream gets them."""
+    if entries:
+        return f"upstream's build-time downloads: {entries} read by {reader}, fetched and pinned here; {override}"
+    return (f"upstream's build-time downloads: read by {reader} from the pinned tree, none recorded yet "
+            f"(`python -m backends.steps.build_downloads record` fills [[build_downloads]]); {override}")
+
+
+def check_build_downloads(engine: Engine, reader: str, tree: str = "{src}") -> Command:
+    """A build command that fails, naming each URL, when the pinned tree declares a download
+    the engine's `[[build_downloads]]` do not record (backends.steps.build_downloads check).
+    Every recorded one counts, also those a `when` keeps from this leg: that is a maintainer's
+    call that the leg never downloads it, and the network-off build holds it to that."""
+    urls = [item.url for item in engine.build_downloads if item.reader == reader]
+    return Command(f"check {reader} downloads", ("{python}", "-m", "backends.steps.build_downloads", "check",
+                                                 "--reader", reader, "--tree", tree, "--given", *urls))

@@ -14,6 +14,7 @@ from backends.model.leg import Leg
 from backends.model.matrix import AGGREGATE_SLICES, Matrix
 from backends.model.plan import Contract, Plan, Smoke
 from backends.model.submodules import with_selected_submodules
+from backends.model.vocab import split_platform
 
 
 @lru_cache(maxsize=None)
@@ -45,7 +46,8 @@ def _aggregate_plan(leg: Leg, engine: Engine, matrix: Matrix, archive: str) -> P
     first = slice_plans[0].contract
     if leg.aggregate == "universal":
         contract = first
-        notes = (f"lipo every Mach-O file under lib/ of {' + '.join(leg.inputs)}; include/ from the arm64 slice",)
+        headers = split_platform(AGGREGATE_SLICES["universal"][-1])[1]  # the tree universal_tree copies from
+        notes = (f"lipo every Mach-O file under lib/ of {' + '.join(leg.inputs)}; include/ from the {headers} slice",)
         smoke = slice_plans[-1].smoke
     else:
         abis = [p.split("-", 1)[1] for p in AGGREGATE_SLICES["android-bundle"]]

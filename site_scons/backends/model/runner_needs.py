@@ -69,9 +69,10 @@ def _uses_program(commands: Iterable[Command], *names: str) -> bool:
 
 
 def _apt_packages(plan: Plan) -> tuple[str, ...]:
-    """Debian packages the leg's fixups need: `copy-system-libs --ldconfig <lib>` copies
-    the system's <lib> (package <lib>-dev), `set-rpath` runs patchelf."""
-    packages: list[str] = []
+    """Debian packages the leg's cross compiler and fixups need: a cross-built leg's sysroot
+    packages (engines/platforms.toml), `copy-system-libs --ldconfig <lib>` copies the system's
+    <lib> (package <lib>-dev), `set-rpath` runs patchelf."""
+    packages: list[str] = list(plan.leg.sysroot_packages)
     for command in plan.fixups:
         argv = list(command.argv)
         if "copy-system-libs" in argv and "--ldconfig" in argv:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from backends.model.selection import suggest
 from backends.util.errors import BackendsError
+from backends.util.spelling import suggest
 
 
 class DataError(BackendsError, ValueError):
@@ -167,10 +167,11 @@ def template(value_check: Check) -> Check:
 
 def url(schemes: Sequence[str] = ("http", "https")) -> Check:
     def check(value: object, label: str, where: str) -> str:
-        parsed = urllib.parse.urlsplit(text(value, label, where))
-        if parsed.scheme not in schemes or not (parsed.netloc or parsed.scheme == "file") or not WORD.fullmatch(value):
+        address = text(value, label, where)
+        parsed = urllib.parse.urlsplit(address)
+        if parsed.scheme not in schemes or not (parsed.netloc or parsed.scheme == "file") or not WORD.fullmatch(address):
             raise DataError(f"{where}: {label} {value!r} must be a {' or '.join(f'{s}://' for s in schemes)} URL")
-        return value  # type: ignore[return-value]
+        return address
     return check
 
 

@@ -1,13 +1,14 @@
 """Choosing legs from command-line filters, with errors that say what does exist."""
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from backends.model.leg import Leg
+from backends.model.platforms import platform_table
 from backends.model.vocab import CONFIGS, ENGINES, FLAVORS, KINDS, SOURCES, VocabularyError, canonical_platform
 from backends.util.errors import BackendsError
+from backends.util.spelling import suggest
 
 
 class SelectionError(BackendsError, ValueError):
@@ -53,23 +54,14 @@ class Filters:
         return " ".join(parts)
 
 
-def suggest(token: str, valid: Iterable[str]) -> str:
-    valid = list(valid)
-    close = [v for v in valid if token and v.startswith(token)] or difflib.get_close_matches(token, valid, n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
 def _canonical(name: str, token: str, vocabulary: tuple[str, ...] | None) -> str:
     lowered = token.lower()
     if name == "platform":
         try:
             return canonical_platform(lowered)
         except VocabularyError:
-            raise SelectionError(
-                f"unknown platform {token!r}: use <os>-<arch> with os in macos, linux, windows, android, ios, wasm "
-                "and arch x86_64 (alias x64, amd64), arm64 (alias aarch64, arm64-v8a), or universal; "
-                "e.g. linux-x86_64, windows-x64, linux-arm64, macos-universal, android, ios, wasm"
-            ) from None
+            raise SelectionError(f"unknown platform {token!r}{suggest(lowered, platform_table().tokens)}: "
+                                 f"platforms are {platform_table().examples()}") from None
     assert vocabulary is not None
     if lowered not in vocabulary:
         raise SelectionError(f"unknown {name} {token!r}{suggest(lowered, vocabulary)}; valid: {', '.join(vocabulary)}")

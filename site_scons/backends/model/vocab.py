@@ -5,18 +5,40 @@ Aliases are accepted on input and never written back.
 """
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
+from backends.model.platforms import platform_table
 from backends.util.errors import BackendsError
 
-ENGINES = ("onnxruntime", "libtorch", "tflite", "litert", "executorch")
-OSES = ("macos", "linux", "windows", "android", "ios", "wasm")
+# The project's own data: engines/ beside site_scons/.
+ENGINES_DIR = Path(__file__).resolve().parents[3] / "engines"
+# How lists order the engines; any other engine with an engines/<name>/engine.toml follows by name.
+LISTING_ORDER = ("onnxruntime", "libtorch", "tflite", "litert", "executorch")
+
+
+def _engines(engines_dir: Path) -> tuple[str, ...]:
+    found = {path.parent.name for path in engines_dir.glob("*/engine.toml")}
+    return tuple(name for name in LISTING_ORDER if name in found) + tuple(sorted(found - set(LISTING_ORDER)))
+
+
+def _declared(section: str) -> tuple[str, ...]:
+    """The names a section of engines/contracts.toml declares ([flavors], [accelerators]);
+    model.contract_data validates the rest of that file."""
+    with (ENGINES_DIR / "contracts.toml").open("rb") as handle:
+        return tuple(tomllib.load(handle).get(section, {}))
+
+
+ENGINES = _engines(ENGINES_DIR)
+OSES = tuple(platform_table().oses)
 KINDS = ("shared", "static", "xcframework")
 CONFIGS = ("release", "debug")
-FLAVORS = ("cpu", "gpu", "cuda")
+FLAVORS = _declared("flavors")
 SOURCES = ("build", "prebuilt", "aggregate")
-ACCELERATORS = ("coreml", "mps", "mlx", "metal", "dml", "vulkan", "cuda")
+ACCELERATORS = _declared("accelerators")
 TOOLCHAINS = ("none", "android", "emscripten")
-AGGREGATES = ("universal", "android-bundle")
-ARCHES = ("x86_64", "arm64", "aarch64", "arm64-v8a", "universal")
+AGGREGATES = tuple(platform_table().aggregate_slices)
+ARCHES = platform_table().arches
 LINKAGES = ("shared", "static")  # an xcframework links statically
 
 # What a patch's `when` table can test (recipe_kit.facts gives a leg's values), and the values
@@ -33,54 +55,8 @@ CONDITIONS: dict[str, tuple[str, ...] | None] = {
     "accelerator": ACCELERATORS,
 }
 
-# How each OS is spelled inside upstream archive names.
-OS_LABELS = {
-    "macos": "macOS",
-    "linux": "Linux",
-    "windows": "Windows",
-    "android": "Android",
-    "ios": "iOS",
-    "wasm": "WASM",
-}
-
-# The ARM token differs per OS in upstream archive names.
-ARM64_TOKEN = {
-    "macos": "arm64",
-    "windows": "arm64",
-    "linux": "aarch64",
-    "android": "arm64-v8a",
-}
-
-ARCH_ALIASES = {
-    "x64": "x86_64",
-    "amd64": "x86_64",
-    "x86-64": "x86_64",
-    "arm64": "arm64",
-    "aarch64": "arm64",
-    "arm64-v8a": "arm64",
-}
-
-# Platforms without an arch segment: aggregates and single-arch targets.
-BARE_PLATFORMS = {
-    "android": "android",  # the multi-ABI bundle / AAR
-    "ios": "ios",  # the xcframework (device + simulator slices)
-    "wasm": "wasm",
-    "wasm32": "wasm",
-    "wasm-wasm32": "wasm",
-}
-
-# GitHub-hosted runner label -> (os, arch) of the machine it provides.
-RUNNERS = {
-    "macos-15": ("macos", "arm64"),
-    "macos-15-intel": ("macos", "x86_64"),
-    "ubuntu-24.04": ("linux", "x86_64"),
-    "ubuntu-24.04-arm": ("linux", "aarch64"),
-    "windows-2025": ("windows", "x86_64"),
-    "windows-11-arm": ("windows", "arm64"),
-}
-
-# MSVC developer-environment arch per Windows arch token.
-MSVC_ARCH = {"x86_64": "x64", "arm64": "arm64"}
+# GitHub-hosted runner label -> (os, arch) of the machine it provides (engines/platforms.toml).
+RUNNERS = platform_table().runners
 
 
 class VocabularyError(BackendsError, ValueError):
@@ -88,23 +64,11 @@ class VocabularyError(BackendsError, ValueError):
 
 
 def canonical_platform(token: str) -> str:
-    """Map a user-typed platform (with aliases) to its canonical `<os>-<arch>` token."""
-    raw = token.strip().lower()
-    if raw in BARE_PLATFORMS:
-        return BARE_PLATFORMS[raw]
-    os_name, sep, arch = raw.partition("-")
-    if os_name not in OSES or not sep or not arch:
+    """Map a user-typed platform (with aliases) to its canonical token (engines/platforms.toml)."""
+    canonical = platform_table().aliases.get(token.strip().lower())
+    if canonical is None:
         raise VocabularyError(f"unknown platform {token!r}")
-    if arch == "universal" and os_name == "macos":
-        return "macos-universal"
-    normalized = ARCH_ALIASES.get(arch, arch)
-    if normalized == "arm64":
-        if os_name not in ARM64_TOKEN:
-            raise VocabularyError(f"unknown platform {token!r}")
-        return f"{os_name}-{ARM64_TOKEN[os_name]}"
-    if normalized == "x86_64":
-        return f"{os_name}-x86_64"
-    raise VocabularyError(f"unknown platform {token!r}")
+    return canonical
 
 
 def split_platform(platform: str) -> tuple[str, str]:
@@ -116,5 +80,5 @@ def split_platform(platform: str) -> tuple[str, str]:
 def platform_label(platform: str) -> str:
     """The upstream spelling of a platform inside archive names (`macOS-arm64`, `WASM`)."""
     os_name, arch = split_platform(platform)
-    label = OS_LABELS[os_name]
+    label = platform_table().oses[os_name].label
     return f"{label}-{arch}" if arch else label

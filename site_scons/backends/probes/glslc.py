@@ -1,4 +1,4 @@
-"""Probe: can the ambient glslc compile ExecuTorch's int8 Vulkan shaders? (docs/upstream.md#fix-glslc)
+"""Probe: can the ambient glslc compile ExecuTorch's int8 Vulkan shaders? (docs/history.md#fix-glslc)
 
     python -m backends.probes.glslc [--glslc PATH] [--install]
 
@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from backends.model.platforms import platform_table
 from backends.util import http
 from backends.util.errors import BackendsError
 from backends.util.files import atomic_write_bytes
@@ -181,7 +182,8 @@ def host_architecture() -> str:
     except OSError:
         pass
     machine = platform.machine().lower()
-    return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+    known = platform_table().platforms.get(platform_table().of_host("linux", machine))
+    return known.debian_arch if known and known.debian_arch else machine
 
 
 def privilege() -> tuple[str, ...] | None:

@@ -9,16 +9,13 @@ from dataclasses import dataclass
 
 from backends.model.leg import Leg
 from backends.model.plan import Smoke
-from backends.model.vocab import ARM64_TOKEN
-
-_SYSTEMS = {"Darwin": "macos", "Linux": "linux", "Windows": "windows"}
-_MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "arm64": "arm64", "aarch64": "arm64"}
+from backends.model.platforms import platform_table
 
 
 @dataclass(frozen=True)
 class Host:
     os: str
-    arch: str  # canonical per-OS token (aarch64 on Linux, arm64 on macOS/Windows)
+    arch: str  # the arch of its platform's token in engines/platforms.toml
 
     @property
     def platform(self) -> str:
@@ -40,40 +37,36 @@ class Host:
         CUDA provider only where a GPU is present."""
         if not leg.can_run:
             return ""
-        if leg.os == self.os and leg.arch in (self.arch, "universal"):
+        platform = platform_table().platforms.get(leg.platform)
+        if self.platform in (platform.native_hosts if platform else (leg.platform,)):
             return "native"
-        if leg.os == "ios" and self.os == "macos":
-            return "simulator"  # the smoke project boots one through simctl
-        if leg.os == "macos" == self.os and leg.arch == "x86_64":
-            return "rosetta"
-        if (leg.os == "linux" == self.os and leg.arch == "aarch64" and shutil.which("qemu-aarch64")
-                and shutil.which("aarch64-linux-gnu-g++")):
-            return "qemu"
-        if self._runs_under_wine(leg, smoke):
-            return "wine"
-        return ""
+        emulated = platform.emulated if platform else None
+        if (emulated is None or self.platform not in emulated.hosts
+                or not all(shutil.which(tool) for tool in emulated.needs)):
+            return ""
+        if emulated.c_abi_only and not self._c_abi_consumer(leg, smoke):
+            return ""
+        return emulated.mode
 
-    def _runs_under_wine(self, leg: Leg, smoke: Smoke | None) -> bool:
-        """A MinGW-built consumer of an MSVC-built DLL through its C ABI, run by wine: CPU
-        shared packages only (static MSVC libraries do not link with MinGW, and wine
+    @staticmethod
+    def _c_abi_consumer(leg: Leg, smoke: Smoke | None) -> bool:
+        """A consumer built by another compiler (MinGW for an MSVC-built DLL) links through the
+        C ABI only: CPU shared packages (static MSVC libraries do not link with MinGW, and wine
         has no GPU stack)."""
-        return (self.platform == "linux-x86_64" and leg.platform == "windows-x86_64"
-                and leg.kind == "shared" and leg.flavor == "cpu" and smoke is not None and smoke.c_abi
-                and bool(shutil.which("x86_64-w64-mingw32-g++")) and bool(shutil.which("wine")))
+        return leg.kind == "shared" and leg.flavor == "cpu" and smoke is not None and smoke.c_abi
 
     def why_not_run(self, leg: Leg) -> str:
         if not leg.can_run:
             return "the leg cannot run on any CI host (can_run=0)"
-        hint = {"linux-aarch64": " (or qemu-user and g++-aarch64-linux-gnu)",
-                "windows-x86_64": " (or, for a C-API CPU shared package, mingw-w64 and wine)"}.get(leg.platform, "")
+        emulated = platform_table().emulation(leg.platform)
+        hint = f" ({emulated.hint})" if emulated and emulated.hint else ""
         return f"{leg.platform} binaries need a {leg.runner} host{hint}; this is {self.platform}"
 
 
 def detect_host() -> Host:
-    system = _SYSTEMS.get(_platform.system(), _platform.system().lower())
-    machine = _MACHINES.get(_platform.machine().lower(), _platform.machine().lower())
-    arch = ARM64_TOKEN.get(system, "arm64") if machine == "arm64" else machine
-    return Host(os=system, arch=arch)
+    table = platform_table()
+    system = table.os_of_system(_platform.system())
+    return Host(os=system, arch=table.of_host(system, _platform.machine().lower()).partition("-")[2])
 
 
 # MPS needs macOS 12.3; Metal is on every Mac this project's packages support.

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import PureWindowsPath
 from typing import Iterable, Mapping, Sequence
 
+from backends.model.platforms import platform_table
+
 VSWHERE_ARGS = ("-all", "-products", "*", "-include", "packages", "-format", "json", "-utf8")
 INSTALLER_DIR = r"Microsoft Visual Studio\Installer"
-# The MSVC compiler of each target (the project's msvc_arch) is one Visual Studio component.
-TOOLS_COMPONENTS = {"x64": "Microsoft.VisualStudio.Component.VC.Tools.x86.x64",
-                    "arm64": "Microsoft.VisualStudio.Component.VC.Tools.ARM64"}
+# The MSVC compiler of each target (the project's msvc_arch) is one Visual Studio component
+# (engines/platforms.toml, the Windows platforms' msvc tables).
+TOOLS_COMPONENTS = {msvc.arch: msvc.tools_component for msvc in platform_table().msvc_targets()}
 SDK_COMPONENT = re.compile(r"Microsoft\.VisualStudio\.Component\.Windows1[01]SDK\.\d+")
 SDK_RECOMMENDED = "Microsoft.VisualStudio.Component.Windows11SDK.26100"
 # A new install: Build Tools' C++ workload, plus CMake and Ninja (its C++ CMake tools).
@@ -25,8 +27,8 @@ BUILD_TOOLS_ID = "Microsoft.VisualStudio.2022.BuildTools"
 WORKLOAD = "Microsoft.VisualStudio.Workload.VCTools"
 CMAKE_COMPONENT = "Microsoft.VisualStudio.Component.VC.CMake.Project"
 # The host's arch as VsDevCmd's -host_arch and -arch spell it (the project's arch tokens ->).
-MSVC_HOST_ARCH = {"x86_64": "x64", "arm64": "arm64"}
-DEV_CMD_ARCH = {"x64": "amd64", "arm64": "arm64"}
+MSVC_HOST_ARCH = platform_table().msvc_of_arch("windows")
+DEV_CMD_ARCH = {msvc.arch: msvc.dev_cmd_arch for msvc in platform_table().msvc_targets()}
 
 
 @dataclass(frozen=True)

@@ -178,4 +178,4 @@ def _kernel32() -> ctypes.CDLL:
     kernel32.TerminateJobObject.argtypes = [handle, ctypes.c_uint]
     kernel32.TerminateProcess.argtypes = [handle, ctypes.c_uint]
     kernel32.CloseHandle.argtypes = [handle]
-    return kernel32  # type: ignore[no-any-return]
+    return kernel32

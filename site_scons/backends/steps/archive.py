@@ -28,7 +28,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar
+from typing import BinaryIO, Callable, Generator, Iterable, Iterator, TypeVar
 
 from backends.util.errors import BackendsError, environment
 from backends.util.files import CHUNK_SIZE, FileEntry, atomic_write_text, list_tree, sha256_file, temp_path_for
@@ -198,7 +198,7 @@ def _compress_piece(job: _PieceJob, level: int) -> _Piece:
     return _Piece(crc, len(data), _DEFLATED, compressed)
 
 
-def _ordered_results(tasks: Iterable[Callable[[], T]], threads: int) -> Iterator[T]:
+def _ordered_results(tasks: Iterable[Callable[[], T]], threads: int) -> Generator[T, None, None]:
     """Run tasks on a pool and yield results in task order, at most 2*threads in flight.
 
     The bound keeps memory at ~2 * threads * DEFLATE_PIECE whatever the file sizes.

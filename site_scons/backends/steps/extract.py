@@ -15,6 +15,7 @@ from __future__ import annotations
 import bz2
 import errno
 import gzip
+import hashlib
 import io
 import lzma
 import os
@@ -25,13 +26,14 @@ import tarfile
 import zipfile
 import zlib
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO, Callable, Literal, NoReturn
 
 from backends.binfmt.inflate import open_member
 from backends.util.errors import BackendsError
-from backends.util.files import CHUNK_SIZE, FileEntry, list_tree
+from backends.util.files import CHUNK_SIZE, FileEntry, list_tree, remember_digest
 
 _FORMAT_SUFFIXES = (
     (".tar.gz", "tar.gz"), (".tgz", "tar.gz"),
@@ -138,7 +140,8 @@ def _remove(path: Path) -> None:
 # --- the format readers ------------------------------------------------------------------
 
 
-_DECOMPRESSORS = {"tar.gz": gzip.open, "tar.bz2": bz2.open, "tar.xz": lzma.open}
+_DECOMPRESSORS: dict[str, Callable[[Path, Literal["rb"]], io.BufferedIOBase]] = {
+    "tar.gz": gzip.open, "tar.bz2": bz2.open, "tar.xz": lzma.open}
 
 
 def _extract_tar(archive: Path, writer: _TreeWriter, fmt: str) -> None:
@@ -170,8 +173,15 @@ def _tar_member(tar: tarfile.TarFile, member: tarfile.TarInfo, writer: _TreeWrit
 
 
 def _extract_zip(archive: Path, writer: _TreeWriter) -> None:
+    """Directories and symlinks in order; the files (each read by its own handle) on every
+    core, when no member name repeats (a repeated name keeps the archive's order: the later
+    member replaces the earlier one)."""
     with zipfile.ZipFile(archive) as zipped:
-        for info in zipped.infolist():
+        infos = zipped.infolist()
+        names = [canonical_name(info.filename) for info in infos]
+        files: list[tuple[zipfile.ZipInfo, bool]] = []
+        parallel = len(set(names)) == len(names)
+        for info in infos:
             unix_mode = info.external_attr >> 16
             file_type = stat.S_IFMT(unix_mode)
             if info.is_dir() or file_type == stat.S_IFDIR:
@@ -180,10 +190,46 @@ def _extract_zip(archive: Path, writer: _TreeWriter) -> None:
                 target = zipped.read(info).decode("utf-8")
                 writer.add_symlink(info.filename, target)
             elif file_type in (0, stat.S_IFREG):
-                with open_member(zipped, info) as stream:
-                    writer.add_file(info.filename, stream, executable=bool(unix_mode & 0o111))
+                if parallel:
+                    writer.claim_file(info.filename)
+                    files.append((info, bool(unix_mode & 0o111)))
+                else:
+                    with open_member(zipped, info) as stream:
+                        writer.add_file(info.filename, stream, executable=bool(unix_mode & 0o111))
             else:
                 writer.reject(info.filename, "is a device, fifo or other special file")
+        _write_files(zipped, files, writer)
+
+
+def _write_files(zipped: zipfile.ZipFile, files: list[tuple[zipfile.ZipInfo, bool]], writer: _TreeWriter) -> None:
+    """The claimed file members, largest first, on every core (inflating, hashing and writing
+    release the GIL); the first error stops the rest and is raised."""
+    def write(member: tuple[zipfile.ZipInfo, bool]) -> None:
+        info, executable = member
+        with open_member(zipped, info) as stream:
+            writer.write_file(canonical_name(info.filename) or "", stream, executable)
+
+    # Only a deflated member has a handle of its own (binfmt/inflate.py); ZipFile's shared
+    # one is read here, in order.
+    for member in files:
+        if member[0].compress_type != zipfile.ZIP_DEFLATED:
+            write(member)
+    ordered = sorted((m for m in files if m[0].compress_type == zipfile.ZIP_DEFLATED),
+                     key=lambda member: -member[0].file_size)
+    workers = min(len(ordered), os.cpu_count() or 1)
+    if workers < 2:
+        for member in ordered:
+            write(member)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(write, member) for member in ordered]
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def _extract_7z(archive: Path, writer: _TreeWriter) -> None:
@@ -209,7 +255,7 @@ def _extract_7z(archive: Path, writer: _TreeWriter) -> None:
                 members[name] = member
         sinks = _SevenZipSinks(writer, root, members)
         try:
-            sevenzip.extractall(path=root, factory=sinks)
+            sevenzip.extractall(path=root, factory=sinks)  # type: ignore[arg-type]  # duck-typed: py7zr loads lazily
         except (py7zr.exceptions.ArchiveError, py7zr.exceptions.PasswordRequired) as error:
             raise _SevenZipFailure(f"{type(error).__name__}: {error}") from error
         finally:
@@ -273,7 +319,7 @@ class _SevenZipSinks:
         return sink
 
     def symlink_targets(self) -> dict[str, str]:
-        return {name: sink.stream.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+        return {name: sink.stream.getvalue().decode("utf-8")
                 for name, sink in self.sinks.items() if isinstance(sink.stream, io.BytesIO)}
 
     def close_all(self) -> None:
@@ -291,6 +337,18 @@ class _Link:
     hard: bool
 
 
+class _Hashing:
+    """A writer that hashes what it passes on."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.digest = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return self.out.write(data)
+
+
 class _TreeWriter:
     """Writes members under `root`, refusing anything that could escape it."""
 
@@ -300,7 +358,7 @@ class _TreeWriter:
         self.kinds: dict[str, str] = {}  # member name -> "file" | "dir" | "symlink" | "hardlink"
         self.links: list[_Link] = []
 
-    def reject(self, raw_name: str, reason: str) -> None:
+    def reject(self, raw_name: str, reason: str) -> NoReturn:
         raise ExtractError(f"{self.archive}: member {raw_name!r} {reason}; refusing to extract it")
 
     def check_name(self, raw_name: str) -> str | None:
@@ -317,16 +375,32 @@ class _TreeWriter:
         self._claim(name, "dir")
         (self.root / name).mkdir(parents=True, exist_ok=True)
 
-    def add_file(self, raw_name: str, stream: BinaryIO, executable: bool) -> None:
+    def add_file(self, raw_name: str, stream: IO[bytes], executable: bool) -> None:
+        self.write_file(self.claim_file(raw_name), stream, executable)
+
+    def claim_file(self, raw_name: str) -> str:
+        """The checked name of a file member, claimed (before write_file writes it)."""
         name = self.check_name(raw_name)
         if name is None:
             self.reject(raw_name, "is a file named like the archive root")
-        with self.open_file(name, executable) as out:
-            shutil.copyfileobj(stream, out, CHUNK_SIZE)
+        self._claim(name, "file")
+        return name
+
+    def write_file(self, name: str, stream: IO[bytes], executable: bool) -> None:
+        """Write a claimed file, hashing its bytes as they pass: the run does not read them
+        again for the listing or the record (files.remember_digest)."""
+        with self.create_file(name, executable) as out:
+            hashing = _Hashing(out)
+            shutil.copyfileobj(stream, hashing, CHUNK_SIZE)
+        remember_digest(self.root / name, hashing.digest.hexdigest())
 
     def open_file(self, name: str, executable: bool) -> BinaryIO:
         """Create the (already checked) file `name` for writing, replacing an earlier one."""
         self._claim(name, "file")
+        return self.create_file(name, executable)
+
+    def create_file(self, name: str, executable: bool) -> BinaryIO:
+        """Create the claimed file `name` for writing, replacing an earlier one."""
         path = self.root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         if os.path.lexists(path) and not path.is_dir():

@@ -1,7 +1,7 @@
 """Post-stage fixups that recipes run as commands: `python -m backends.steps.fixups <fixup> ...`.
 
 Each fixup is idempotent (a rerun on a fixed tree changes nothing) and fails loudly: no
-`|| true` (docs/upstream.md#false-greens).
+`|| true` (docs/history.md#false-greens).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from backends.binfmt.inspect import dll_exports
+from backends.model.platforms import platform_table
 from backends.util.toolchain import find_tool, require_tool
 
 # Paths in CMake files end at whitespace, a quote, a list `;` or a generator expression's `>`
@@ -106,7 +107,8 @@ def copy_system_libs(prefix: str, dest: Path) -> list[str]:
     return copied
 
 
-MACHINES = {"x64": ("/machine:x64", "i386:x86-64"), "arm64": ("/machine:arm64", "arm64")}
+# An MSVC target -> (lib.exe's /machine, llvm-dlltool's -m), from engines/platforms.toml.
+MACHINES = {msvc.arch: (msvc.lib_machine, msvc.dlltool_machine) for msvc in platform_table().msvc_targets()}
 
 
 def import_lib(dll: Path, machine: str, out: Path) -> None:

@@ -269,9 +269,9 @@ def _submodules(repository: Path) -> list[Module]:
     for line in gitlinks.splitlines():
         meta, _, path = line.partition("\t")
         mode, sha, _ = meta.split(" ", 2)
-        name = paths.get(path)
-        if mode == "160000" and name and name not in skipped:
-            found.append((name, path, sha))
+        submodule = paths.get(path)
+        if mode == "160000" and submodule and submodule not in skipped:
+            found.append((submodule, path, sha))
     return found
 
 

@@ -8,7 +8,7 @@ minutes it spares (backends/ci/cache_hits.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from backends.model.engine import Engine
 from backends.model.plan import Plan
@@ -30,7 +30,7 @@ def leg_record(plan: Plan) -> dict[str, object]:
 
 
 def archive_manifest(plan: Plan, engine: Engine, archive: Path, stage: Path,
-                     sources: list[Mapping[str, object]], steps: Mapping[str, object],
+                     sources: Sequence[Mapping[str, object]], steps: Mapping[str, object],
                      tools: Mapping[str, str]) -> dict[str, object]:
     from backends.steps import sbom
 

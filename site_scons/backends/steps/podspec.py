@@ -22,13 +22,14 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from backends.model.platforms import platform_table
 from backends.pins.engine_toml import record_pin
 from backends.steps.extract import ExtractError, extract
 from backends.steps.fetch import Download, Fetched, FetchError, FetchSettings, fetch
 from backends.util.errors import BackendsError
 
 DEFAULT_CACHE = ".cache/downloads"  # the `cache` option's default, relative to the repository
-DEVICE_SLICE = "ios-arm64"
+DEVICE_SLICE = platform_table().oses["ios"].device_slice
 
 
 class PodspecError(BackendsError, RuntimeError):

@@ -211,7 +211,7 @@ def dist_debris(dist: Path, *, hash_archives: bool = False) -> DistDebris:
         return DistDebris((), ())
     lone: list[Path] = []
     mismatched: list[tuple[Path, str]] = []
-    for archive_name in sorted({archive for name in names if (archive := _archive_of(name))}):
+    for archive_name in sorted({found for name in names if (found := _archive_of(name))}):
         archive = dist / archive_name
         present = [path for path in published_files(archive)[:-1] if path.name in names]
         if archive_name not in names:

@@ -12,8 +12,13 @@ the same document, in the `.json` manifest's `sbom` field; the release uploads i
 - the engine, which the archive contains;
 - every input the leg's plan names (GENERATED_FROM): its URL and sha256, or a git source's
   commit and the submodule commits checked out with it; an `origin=` stand-in by file name;
+- every download upstream's own build makes and the project serves (BUILD_DEPENDENCY_OF the
+  archive: engine.toml [[build_downloads]]): upstream's name, its version, URL, the sha256 it
+  was fetched with, upstream's own hash and its license where upstream states it;
 - the patches applied to the engine (PATCH_APPLIED), each by its script's sha256;
 - the static libraries the bundle step merged in (CONTAINS);
+- each shipped runtime library that is not the engine's own (CONTAINS; Plan.runtimes: LibTorch's
+  libgomp), by its member path and sha256, with its license and the texts carried for it;
 - the license texts the archive carries (the archive package's license comment).
 
 The document is a function of the plan, the fetched inputs and the stage: no clock (its time
@@ -21,6 +26,7 @@ is the archive's SOURCE_DATE_EPOCH) and no local path, so the same inputs give i
 """
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -51,8 +57,8 @@ from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDi
 from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
 from spdx_tools.spdx.validation.uri_validators import validate_download_location, validate_url
 
-from backends.model.engine import Engine
-from backends.model.plan import Plan
+from backends.model.engine import BuildDownload, Engine
+from backends.model.plan import Plan, RuntimeLibrary
 from backends.model.recipe_kit import LICENSE_ROOT
 from backends.steps.archive import archive_epoch
 from backends.util.errors import BackendsError
@@ -92,16 +98,24 @@ def archive_stem(plan: Plan) -> str:
 # -- the document --------------------------------------------------------------------------------
 
 def leg_document(plan: Plan, engine: Engine, fetched: Sequence[Mapping[str, Any]], bundled: Sequence[str] = (),
-                 license_texts: Sequence[str] = ()) -> dict[str, Any]:
+                 license_texts: Sequence[str] = (), shipped: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The SPDX document of a built leg: `fetched` are its fetch records (the fetch step's
     body: name, url, filename, sha256 or commit, submodules, override), `bundled` the static
     libraries the bundle step merged (any paths: only what lies below their common directory
-    is kept), `license_texts` the archive's members under share/licenses/."""
+    is kept), `license_texts` the archive's members under share/licenses/, `shipped` the
+    stage's files matching the plan's runtime libraries (member path -> sha256)."""
     archive = _archive_package(plan, engine, license_texts)
     packages = [archive, _engine_package(engine)]
     relationships = [Relationship(archive.spdx_id, RelationshipType.CONTAINS, packages[1].spdx_id)]
     # An optional download left unpinned was not fetched: nothing of it is in the archive.
+    upstream = {d.name: d.upstream for d in plan.downloads if d.upstream is not None}
     for record in sorted((r for r in fetched if not r.get("skipped")), key=lambda r: str(r.get("name", ""))):
+        built_in = upstream.get(str(record.get("name", "")))
+        if built_in is not None:
+            package = _build_download_package(built_in, record)
+            packages.append(package)
+            relationships.append(Relationship(package.spdx_id, RelationshipType.BUILD_DEPENDENCY_OF, archive.spdx_id))
+            continue
         for package in _input_packages(engine, record):
             packages.append(package)
             relationships.append(Relationship(archive.spdx_id, RelationshipType.GENERATED_FROM, package.spdx_id))
@@ -121,7 +135,32 @@ def leg_document(plan: Plan, engine: Engine, fetched: Sequence[Mapping[str, Any]
                           copyright_text=SpdxNoAssertion())
         packages.append(package)
         relationships.append(Relationship(archive.spdx_id, RelationshipType.CONTAINS, package.spdx_id))
+    for member, digest in sorted((shipped or {}).items()):
+        runtime = next(r for r in plan.runtimes if fnmatch.fnmatchcase(member, r.member))
+        package = _runtime_package(runtime, member, digest, license_texts)
+        packages.append(package)
+        relationships.append(Relationship(archive.spdx_id, RelationshipType.CONTAINS, package.spdx_id))
     return _finish(archive_stem(plan), packages, relationships)
+
+
+def runtime_members(plan: Plan, stage: Path) -> dict[str, str]:
+    """The stage's files that are runtime libraries of the plan (not the engine's own), with their sha256."""
+    found: dict[str, str] = {}
+    for path in sorted(stage.rglob("*")):
+        member = path.relative_to(stage).as_posix()
+        if path.is_file() and not path.is_symlink() and any(fnmatch.fnmatchcase(member, r.member) for r in plan.runtimes):
+            found[member] = sha256_file(path)
+    return found
+
+
+def _runtime_package(runtime: RuntimeLibrary, member: str, digest: str, license_texts: Sequence[str]) -> Package:
+    texts = [t for t in license_texts if t.startswith(f"{LICENSE_ROOT}/{runtime.name}/")]
+    return Package(_spdx_id("Runtime", PurePosixPath(member).name), runtime.name, SpdxNoAssertion(),
+                   file_name=member, files_analyzed=False, checksums=[Checksum(ChecksumAlgorithm.SHA256, digest)],
+                   source_info=runtime.origin, license_concluded=SpdxNoAssertion(),
+                   license_declared=_declared_license(runtime.license), copyright_text=SpdxNoAssertion(),
+                   license_comment=f"license texts in the archive: {', '.join(texts) or 'none'}",
+                   comment="a runtime library the archive ships that is not the engine's own")
 
 
 def aggregate_document(plan: Plan, engine: Engine, inputs: Sequence[InputArchive],
@@ -175,8 +214,9 @@ def _input_packages(engine: Engine, record: Mapping[str, Any]) -> list[Package]:
     commit = str(record.get("commit", ""))
     origin = str(record.get("override") or record.get("origin") or "")
     comment = f"built from origin={_origin_name(origin)} in place of {url}" if origin else None
-    common = {"files_analyzed": False, "license_concluded": SpdxNoAssertion(), "license_declared": SpdxNoAssertion(),
-              "copyright_text": SpdxNoAssertion(), "comment": comment}
+    common: dict[str, Any] = {"files_analyzed": False, "license_concluded": SpdxNoAssertion(),
+                              "license_declared": SpdxNoAssertion(), "copyright_text": SpdxNoAssertion(),
+                              "comment": comment}
     if commit:
         packages = [Package(_spdx_id("Input", name), f"{engine.name}-{name}", _location(f"git+{url}@{commit}"),
                             version=commit, source_info=f"git {url} at {record.get('ref') or commit}", **common)]
@@ -190,6 +230,36 @@ def _input_packages(engine: Engine, record: Mapping[str, Any]) -> list[Package]:
                     version=engine.version, file_name=str(record.get("filename") or "") or None,
                     source_info=f"downloaded from {url}" if url else None,
                     checksums=[Checksum(ChecksumAlgorithm.SHA256, str(record["sha256"]))], **common)]
+
+
+_UPSTREAM_ALGORITHMS = {"sha1": ChecksumAlgorithm.SHA1, "sha256": ChecksumAlgorithm.SHA256, "md5": ChecksumAlgorithm.MD5}
+
+
+def _build_download_package(item: BuildDownload, record: Mapping[str, Any]) -> Package:
+    """A download upstream's build makes, served by the project: by upstream's name, version
+    (tag, commit or the archive's), URL, the sha256 it was fetched with and upstream's own hash."""
+    checksums = [Checksum(ChecksumAlgorithm.SHA256, str(record["sha256"]))]
+    algorithm, _, digest = item.upstream_hash.partition(":")
+    if digest and algorithm in _UPSTREAM_ALGORITHMS and algorithm != "sha256":
+        checksums.append(Checksum(_UPSTREAM_ALGORITHMS[algorithm], digest))
+    declared = _declared_license(item.license)
+    origin = f" from git {item.git} at {item.ref}" if item.git else ""
+    return Package(_spdx_id("BuildDownload", item.name), item.name, _location(item.url), version=item.version,
+                   file_name=item.filename, files_analyzed=False, checksums=checksums,
+                   source_info=f"downloaded by upstream's build{origin} ({item.where or item.reader}); fetched and "
+                               f"pinned by the project, handed over by upstream's override",
+                   license_concluded=SpdxNoAssertion(), license_declared=declared, copyright_text=SpdxNoAssertion(),
+                   comment=f"upstream's hash {item.upstream_hash}" if item.upstream_hash else
+                           "upstream gives no hash for it")
+
+
+def _declared_license(expression: str) -> Any:
+    if not expression:
+        return SpdxNoAssertion()
+    try:
+        return spdx_licensing.parse(expression)
+    except Exception:  # license_expression raises several types for a bad expression
+        return SpdxNoAssertion()
 
 
 def _finish(name: str, packages: list[Package], relationships: list[Relationship]) -> dict[str, Any]:

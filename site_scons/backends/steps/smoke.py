@@ -130,14 +130,6 @@ def not_run(reason: str, label: str) -> dict[str, object]:
     return {"status": "not run", "reason": reason}
 
 
-# Cross-building the consumer and running it under an emulator, through ctest's
-# emulator hook: the CMake toolchain file (under smoke/) per run mode.
-TOOLCHAIN_FILES = {
-    "qemu": "aarch64-linux-gnu.toolchain.cmake",
-    "wine": "mingw-w64-x86_64.toolchain.cmake",
-}
-
-
 # What the consumer build is given of its own, never the user's: a home of its own (no
 # ~/.cmake package registry or tool configuration of this user's can change what it finds), so
 # the user's HOME is no input of the step.
@@ -156,10 +148,13 @@ def emulator_env(mode: str, environ: Mapping[str, str], leg_dir: Path) -> dict[s
 
 def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path, label: str,
           environ: Mapping[str, str], verbose: bool, mode: str = "native",
-          known: Mapping[str, str] | None = None, tree: Path | None = None) -> dict[str, object]:
+          known: Mapping[str, str] | None = None, tree: Path | None = None,
+          toolchain_file: str = "") -> dict[str, object]:
     """Configure, build and ctest `spec.project` against the unpacked archive (or against
     `tree`, the stage it is written from, used in place); raises on failure.
-    `known`: the accelerators this machine is known to have (default: detected here)."""
+    `known`: the accelerators this machine is known to have (default: detected here).
+    `toolchain_file` (under smoke/): cross-builds the consumer and runs it under an emulator,
+    through ctest's emulator hook (engines/platforms.toml names it per emulated platform)."""
     started = time.monotonic()
     shutil.rmtree(work, ignore_errors=True)
     package = tree if tree is not None else work / "package"
@@ -172,8 +167,8 @@ def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path
     home.mkdir()
     env = limited_env({**emulator_env(mode, environ, work.parent), "HOME": str(home)})
     defines = [f"-D{key}={value}" for key, value in spec.defines.items()]
-    if mode in TOOLCHAIN_FILES:
-        defines.append(f"-DCMAKE_TOOLCHAIN_FILE={project.parent / TOOLCHAIN_FILES[mode]}")
+    if toolchain_file:
+        defines.append(f"-DCMAKE_TOOLCHAIN_FILE={project.parent / toolchain_file}")
     steps = [
         ("configure", ["cmake", "-S", str(project), "-B", str(build_dir), "-G", "Ninja",
                        f"-DCMAKE_PREFIX_PATH={package}", *defines]),

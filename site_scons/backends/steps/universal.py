@@ -13,6 +13,7 @@ from pathlib import Path
 
 from backends.binfmt.macho import macho_archs
 from backends.binfmt.objects import object_format
+from backends.model.platforms import platform_table
 from backends.util import toolchain
 from backends.util.errors import BackendsError
 from backends.util.files import temp_path_for
@@ -59,6 +60,10 @@ def lipo_create(inputs: Sequence[Path], out: Path) -> None:
 
 # --- package trees ------------------------------------------------------------------------
 
+# The two slices' arches, as reports name them (engines/platforms.toml, macos-universal's slices).
+_X86, _ARM = (platform_table()[token].arch for token in platform_table().aggregate_slices["universal"])
+
+
 def universal_tree(x86_dir: Path, arm_dir: Path, out_dir: Path) -> list[str]:
     """Merge two unpacked single-arch package trees into `out_dir` (wiped first).
 
@@ -101,7 +106,7 @@ def _merge_entry(relative: str, x86_dir: Path, arm_dir: Path, out_dir: Path,
     if not in_x86 or not in_arm:
         source = arm_dir / relative if in_arm else x86_dir / relative
         _copy_entry(source, target)
-        return [f"only in {'arm64' if in_arm else 'x86_64'}: {relative}"]
+        return [f"only in {_ARM if in_arm else _X86}: {relative}"]
     arm, x86 = arm_dir / relative, x86_dir / relative
     if _lipo_candidate(relative, arm, x86):
         lipo_create([x86, arm], target)
@@ -111,7 +116,7 @@ def _merge_entry(relative: str, x86_dir: Path, arm_dir: Path, out_dir: Path,
         same = arm.is_symlink() and x86.is_symlink() and os.readlink(arm) == os.readlink(x86)
     else:
         same = filecmp.cmp(arm, x86, shallow=False)
-    return [] if same else [f"kept arm64 copy of {relative} (differs from x86_64)"]
+    return [] if same else [f"kept {_ARM} copy of {relative} (differs from {_X86})"]
 
 
 def _lipo_candidate(relative: str, arm: Path, x86: Path) -> bool:

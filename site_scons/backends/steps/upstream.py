@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from backends.model.plan import Command, Plan
-from backends.runner.run import is_credential, limited_env, passed_environment, run
+from backends.runner.network import isolated, tried_urls
+from backends.runner.run import RunError, is_credential, limited_env, passed_environment, run
 from backends.steps import venv
 from backends.steps.context import LegDirs, env_names, expand, expand_argv
 from backends.steps.source import copy_tree
@@ -75,6 +76,18 @@ def toolchain_identity(plan: Plan, environ: Mapping[str, str]) -> dict[str, str]
     return identity(names, env.get("PATH", os.defpath))
 
 
+class NetworkOffError(RunError):
+    """A command run with the network off failed: the URLs its output names are what it tried."""
+
+    def __init__(self, error: RunError, urls: Sequence[str]) -> None:
+        reason = (f"failed with exit code {error.returncode} with the network off (the project served every "
+                  "download it knows of)" + (f"; URLs in its output, what upstream tried: {', '.join(urls)}"
+                                             if urls else "") +
+                  ": record what it downloads in [[build_downloads]] (docs/hermetic-sources.md)")
+        super().__init__(error.label, error.returncode, error.log, error.tail, reason=reason)
+        self.urls = list(urls)
+
+
 def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,
                  environ: Mapping[str, str], verbose: bool, log_prefix: str = "build") -> list[dict[str, object]]:
     """Run each command in order; returns what ran (argv, cwd, log) for the manifest.
@@ -83,15 +96,22 @@ def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs:
     in_venv = venv.uses_venv(commands)
     if in_venv:
         venv.ensure(dirs.venv, dirs.logs / f"{log_prefix}-00-venv.log", label)
-    ran = []
+    ran: list[dict[str, object]] = []
     for index, command in enumerate(commands, start=1):
         argv = expand_argv(command.argv, dirs, environ)
         cwd = Path(expand(command.cwd, dirs, environ) or dirs.src)
         cwd.mkdir(parents=True, exist_ok=True)
         log = dirs.logs / _log_name(index, command.label).replace("build-", f"{log_prefix}-", 1)
-        run(argv, env=command_env(command, plan_env, dirs, environ, in_venv), cwd=cwd, log=log,
-            label=f"{label} {command.label}", echo=verbose)
-        ran.append({"label": command.label, "argv": argv, "cwd": str(cwd), "log": str(log)})
+        run_argv = argv if command.network else isolated(argv)
+        try:
+            run(run_argv, env=command_env(command, plan_env, dirs, environ, in_venv), cwd=cwd, log=log,
+                label=f"{label} {command.label}", echo=verbose)
+        except RunError as error:
+            if command.network or run_argv == argv:
+                raise
+            raise NetworkOffError(error, tried_urls(log)) from None
+        ran.append({"label": command.label, "argv": argv, "cwd": str(cwd), "log": str(log),
+                    **({"network": "off"} if run_argv != argv else {})})
     return ran
 
 

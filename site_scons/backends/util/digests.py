@@ -6,8 +6,10 @@ seconds, so a digest is remembered together with the file's identity: device, in
 and the nanosecond mtime and ctime. A replaced file has another inode or ctime, an edited
 one another ctime (which no tool can set back, unlike the mtime `touch -r` restores), so a
 remembered digest is only reused for the very same, untouched file. As git does for its
-index, an entry recorded less than RACY_NS after the file's last change is not trusted:
-timestamps are coarse, and a write in the same tick could keep them.
+index, an entry recorded too soon after the file's last change is not trusted: timestamps
+are coarse, and a write in the same tick could keep them. Too soon is 2 s where the
+filesystem keeps whole seconds, 100 ms where it keeps sub-second times (its tick is a few
+ms): a build's outputs, hashed as it ends, are trusted by the next run without a re-read.
 
 A hard link shares its inode with the file it links, so a settled digest is also found by
 identity, whatever path it was taken under: a stage hard-linked from an extraction costs no
@@ -30,13 +32,22 @@ import threading
 import time
 from pathlib import Path
 
-from backends.util.files import atomic_write_text, list_tree, sha256_file
+from backends.util.errors import BackendsError
+from backends.util.files import atomic_write_text, sha256_file
 
-RACY_NS = 2_000_000_000
+RACY_NS = 2_000_000_000  # where the filesystem keeps whole seconds (FAT's 2 s, ext3, HFS+)
+# Where it keeps sub-second times, its clock ticks in milliseconds (a kernel jiffy, NTFS's
+# 100 ns, exFAT's 10 ms): a digest taken this long after the change is past the change's tick.
+FINE_RACY_NS = 100_000_000
+EXECUTABLE = "111"  # the executable bits of a tree entry, as its digest line writes them
 
 
 def _identity(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+class FileVanished(BackendsError, RuntimeError):
+    """A file that was there to be hashed is gone (or is no longer a regular file)."""
 
 
 class DigestCache:
@@ -51,8 +62,8 @@ class DigestCache:
                 self._entries = loaded if isinstance(loaded, dict) else {}
             except (OSError, ValueError):
                 self._entries = {}
-        self._by_identity = {self._identity_key(entry["identity"]): entry for entry in self._entries.values()
-                             if isinstance(entry, dict) and isinstance(entry.get("identity"), list)}
+        self._by_identity = {self._identity_key(identity): entry for entry in self._entries.values()
+                             if isinstance(entry, dict) and isinstance(identity := entry.get("identity"), list)}
 
     @staticmethod
     def _identity_key(identity: list[int]) -> tuple[int, ...]:
@@ -67,6 +78,10 @@ class DigestCache:
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
+        return self._file_digest(key, st)
+
+    def _file_digest(self, key: str, st: os.stat_result) -> str:
+        """The sha256 of the regular file at absolute `key`, whose stat is `st`."""
         identity = _identity(st)
         with self._lock:
             entry = self._entries.get(key)
@@ -90,28 +105,56 @@ class DigestCache:
             self._dirty = True
         return digest
 
+    def require(self, path: Path) -> str:
+        """The sha256 of `path`, which must be a file: raises FileVanished when it is not (a
+        key or record that took a missing file for content would name none)."""
+        found = self.digest(path)
+        if found is None:
+            raise FileVanished(f"{path} is no longer a file: it was removed or replaced while this run read it")
+        return found
+
     def tree_digest(self, root: Path) -> str | None:
         """One digest of the tree below `root`, or None when it is not a directory (or holds
         what no package holds: a socket, a fifo, a device)."""
         if not root.is_dir() or root.is_symlink():
             return None
+        lines: list[tuple[str, str]] = []
         try:
-            entries = list_tree(root, with_hashes=False)
+            self._tree_lines(os.path.abspath(root), "", lines)
         except (OSError, ValueError):
             return None
+        lines.sort(key=lambda line: line[0])
         digest = hashlib.sha256()
-        for entry in entries:
-            if entry.kind == "file":
-                content = self.digest(root / entry.path) or "missing"
-            else:
-                content = entry.target or ""
-            digest.update(f"{entry.kind}\0{entry.path}\0{entry.mode & 0o111:o}\0{content}\n".encode())
+        for _, line in lines:
+            digest.update(line.encode())
         return digest.hexdigest()
+
+    def _tree_lines(self, directory: str, prefix: str, out: list[tuple[str, str]]) -> None:
+        """Each entry's line of the tree digest, keyed by its relative path: one scan, one
+        lstat per entry (a null build checks every stage and extraction this way; the
+        entries are those of files.list_tree, the lines what tree_digest hashed of them)."""
+        with os.scandir(directory) as scan:
+            children = list(scan)
+        for child in children:
+            relative = prefix + child.name
+            st = child.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                out.append((relative, f"symlink\0{relative}\0{EXECUTABLE}\0{os.readlink(child.path)}\n"))
+            elif stat.S_ISDIR(st.st_mode):
+                out.append((relative, f"dir\0{relative}\0{EXECUTABLE}\0\n"))
+                self._tree_lines(child.path, relative + "/", out)
+            elif stat.S_ISREG(st.st_mode):
+                executable = EXECUTABLE if st.st_mode & 0o111 else "0"
+                out.append((relative, f"file\0{relative}\0{executable}\0{self._file_digest(child.path, st)}\n"))
+            else:
+                raise ValueError(f"{child.path}: not a regular file, directory or symlink")
 
     @staticmethod
     def _settled(entry: dict[str, object], st: os.stat_result) -> bool:
-        hashed_at = int(entry.get("hashed_at", 0))  # type: ignore[arg-type]
-        return max(st.st_mtime_ns, st.st_ctime_ns) + RACY_NS < hashed_at
+        hashed_at = entry.get("hashed_at", 0)
+        whole_seconds = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
+        window = RACY_NS if whole_seconds else min(RACY_NS, FINE_RACY_NS)
+        return isinstance(hashed_at, int) and max(st.st_mtime_ns, st.st_ctime_ns) + window < hashed_at
 
     def save(self) -> None:
         if self.path is None or not self._dirty:

@@ -99,7 +99,7 @@ BAD_INPUTS = [
     ({"kind": "static"}, (ORT_SHARED,), "kind=static would be ignored"),
     ({"platform": "windows-x64"}, (ORT_SHARED,), "platform=windows-x64 would be ignored"),
     # Targets: commands and leg ids, nothing else (SCons would otherwise write .sconsign for any word).
-    ({}, ("build",), "unknown target 'build'; targets are list, ci-matrix, pins, lock, affected or leg ids"),
+    ({}, ("build",), "unknown target 'build'; targets are list, ci-matrix, pins, lock, affected, fetch or leg ids"),
     ({}, ("clean",), "unknown target 'clean'"),
     ({}, ("onnxruntime-linux-x64-cuda-static",), "unknown leg 'onnxruntime-linux-x64-cuda-static'"),
     ({}, ("onnxruntime-linux-x86_64-shared-debug",), "(did you mean onnxruntime-linux-x86_64-shared?)"),

@@ -1,5 +1,5 @@
 """Golden assertions over every ExecuTorch leg's plan (docs/upstream.md#executorch,
-#variant-legs, #executorch-cpu-default, #fix-glslc, #fix-mlx-bundling)."""
+#variant-legs, #executorch-cpu-default; docs/history.md#fix-glslc, #fix-mlx-bundling)."""
 from __future__ import annotations
 
 from dataclasses import replace

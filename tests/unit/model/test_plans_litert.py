@@ -1,4 +1,4 @@
-"""Golden assertions over every LiteRT leg's plan (docs/upstream.md#litert, #legs-per-engine, #non-hermetic)."""
+"""Golden assertions over every LiteRT leg's plan (docs/upstream.md#litert, #legs-per-engine; docs/history.md#non-hermetic)."""
 from __future__ import annotations
 
 import subprocess

@@ -4,7 +4,7 @@ leg whose cold build outlasts CI's build step says so in `scons list`.
 
 The hours are estimates (variants `cold_hours`): no upstream build log is at hand here; the
 review that set them found cold PyTorch builds on `macos-15-intel` approaching the 6 h cap
-(docs/decisions.md "On the runners").
+(docs/ci-and-release.md "On the runners").
 """
 from __future__ import annotations
 

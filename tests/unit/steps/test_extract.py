@@ -1,6 +1,7 @@
 """extract.py: safe extraction of tar, zip (whl) and 7z archives."""
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import stat
@@ -291,3 +292,62 @@ def test_no_space_left_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(extract_module.shutil, "copyfileobj", full)
     with pytest.raises(ExtractError, match=f"no space left on {tmp_path}"):
         extract(archive, tmp_path / "out")
+
+
+def test_a_zip_on_every_core_is_the_tree_it_lists_and_its_bytes_are_hashed_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from backends.util import files
+
+    members = [(f"lib/part{index}.bin", "exec" if index % 3 == 0 else "file", bytes([index]) * (index * 997))
+               for index in range(1, 40)] + [("lib/libx.so", "symlink", "part1.bin"), ("include/", "dir", None)]
+    archive = make_zip(tmp_path / "pkg.zip", members)
+    expected = {name: hashlib.sha256(payload).hexdigest() for name, _, payload in members[:-2]}
+    hashed: list[int] = []
+    real = hashlib.sha256
+
+    class Counting:
+        def __init__(self) -> None:
+            self.inner = real()
+
+        def update(self, data: bytes) -> None:
+            hashed.append(len(data))
+            self.inner.update(data)
+
+        def hexdigest(self) -> str:
+            return self.inner.hexdigest()
+
+    files.remember_run_digests()
+    monkeypatch.setattr(hashlib, "sha256", Counting)
+    try:
+        entries = extract(archive, tmp_path / "out")
+        for name, kind, _ in members[:-2]:
+            assert files.sha256_file(tmp_path / "out" / name) == expected[name]
+            assert os.access(tmp_path / "out" / name, os.X_OK) == (kind == "exec")
+    finally:
+        files.remember_run_digests(False)
+    # every byte hashed once, as it was written: not again for the listing or the checks
+    assert sum(hashed) == sum(len(payload) for _, _, payload in members[:-2])
+    assert os.readlink(tmp_path / "out" / "lib" / "libx.so") == "part1.bin"
+    assert {e.path for e in entries} == {"include", "lib", "lib/libx.so", *(m[0] for m in members[:-2])}
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_a_repeated_member_name_still_ends_as_the_later_member(tmp_path: Path) -> None:
+    archive = tmp_path / "pkg.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("a.txt", b"first")
+        zipped.writestr("b.txt", b"other")
+        zipped.writestr("a.txt", b"second")
+    extract(archive, tmp_path / "out")
+    assert (tmp_path / "out" / "a.txt").read_bytes() == b"second"
+
+
+def test_stored_and_deflated_members_side_by_side_are_all_written(tmp_path: Path) -> None:
+    archive = tmp_path / "pkg.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for index in range(12):
+            method = zipfile.ZIP_STORED if index % 2 else zipfile.ZIP_DEFLATED
+            zipped.writestr(f"d{index % 3}/m{index}.bin", bytes([index]) * 5000, compress_type=method)
+    extract(archive, tmp_path / "out")
+    for index in range(12):
+        assert (tmp_path / "out" / f"d{index % 3}" / f"m{index}.bin").read_bytes() == bytes([index]) * 5000

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from backends.util import digests as digests_module
-from backends.util.digests import DigestCache
+from backends.util.digests import DigestCache, FileVanished
 
 
 def sha(data: bytes) -> str:
@@ -73,6 +74,18 @@ def test_missing_and_non_files_have_no_digest(tmp_path: Path) -> None:
     assert cache.digest(tmp_path) is None
 
 
+def test_a_file_that_must_be_there_is_an_error_naming_it_when_it_is_gone(tmp_path: Path) -> None:
+    cache = DigestCache(None)
+    data = tmp_path / "origin.tgz"
+    data.write_bytes(b"x")
+    assert cache.require(data) == sha(b"x")
+    data.unlink()
+    with pytest.raises(FileVanished, match=re.escape(str(data))):
+        cache.require(data)
+    with pytest.raises(FileVanished):
+        cache.require(tmp_path)
+
+
 def test_a_hard_link_of_a_hashed_file_is_not_read_again(tmp_path: Path, settled: None,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     hashed = _counting(monkeypatch)
@@ -118,3 +131,52 @@ def test_a_tree_digest_changes_with_any_edit(tmp_path: Path, edit: str) -> None:
 
 def test_a_missing_tree_has_no_digest(tmp_path: Path) -> None:
     assert DigestCache(None).tree_digest(tmp_path / "absent") is None
+
+
+def test_a_tree_digest_keeps_its_format(tmp_path: Path) -> None:
+    """Records of trees built before stay valid: the digest is this hash of these lines (kind,
+    path, executable bits, content or target), sorted by path, whatever way the tree is read."""
+    tree = _tree(tmp_path / "tree")
+    (tree / "lib" / "libx.so.1").chmod(0o755)
+    header, library = sha((tree / "include" / "api.h").read_bytes()), sha(b"\x7fELF")
+    lines = ["dir\x00include\x00111\x00\n",
+             f"file\x00include/api.h\x000\x00{header}\n",
+             "dir\x00lib\x00111\x00\n",
+             "symlink\x00lib/libx.so\x00111\x00libx.so.1\n",
+             f"file\x00lib/libx.so.1\x00111\x00{library}\n"]
+    assert DigestCache(None).tree_digest(tree) == sha("".join(lines).encode())
+
+
+def test_a_tree_with_a_fifo_has_no_digest(tmp_path: Path) -> None:
+    tree = _tree(tmp_path / "tree")
+    os.mkfifo(tree / "lib" / "pipe")
+    assert DigestCache(None).tree_digest(tree) is None
+
+
+def test_an_entry_past_the_clock_tick_of_a_fine_grained_filesystem_is_trusted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hashed 150 ms after a change (sub-second timestamps): the next run reads it no more."""
+    data = tmp_path / "x"
+    data.write_bytes(b"x")
+    real = digests_module.time.time_ns
+    monkeypatch.setattr(digests_module.time, "time_ns", lambda: real() + 150_000_000)
+    cache = DigestCache(None)
+    cache.digest(data)  # hashed "150 ms later"
+    hashed = _counting(monkeypatch)
+    assert cache.digest(data) == sha(b"x")
+    assert hashed == []
+
+
+@pytest.mark.parametrize(("change_ns", "hashed_after_ns", "trusted"), [
+    (1_700_000_000_123_456_789, 150_000_000, True),     # sub-second times: past a 100 ms window
+    (1_700_000_000_123_456_789, 50_000_000, False),     # within it
+    (1_700_000_000_000_000_000, 150_000_000, False),    # whole seconds (FAT, ext3): 2 s
+    (1_700_000_000_000_000_000, 2_500_000_000, True),
+])
+def test_the_racy_window_follows_the_timestamps_resolution(change_ns: int, hashed_after_ns: int,
+                                                            trusted: bool) -> None:
+    class Stat:
+        st_mtime_ns = st_ctime_ns = change_ns
+
+    entry = {"hashed_at": change_ns + hashed_after_ns}
+    assert DigestCache._settled(entry, Stat()) is trusted  # type: ignore[arg-type]

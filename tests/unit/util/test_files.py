@@ -110,3 +110,68 @@ def test_hardlink_or_copy_recreates_symlinks(tmp_path: Path) -> None:
     os.symlink("somewhere/else", tmp_path / "link")
     hardlink_or_copy(tmp_path / "link", tmp_path / "copy")
     assert os.readlink(tmp_path / "copy") == "somewhere/else"
+
+
+@pytest.fixture
+def run_digests():
+    """sha256_file as a build run has it (remember_run_digests), counting the bytes it reads."""
+    files.remember_run_digests()
+    yield
+    files.remember_run_digests(False)
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    read: list[int] = []
+    real = hashlib.sha256
+
+    class Counting:
+        def __init__(self) -> None:
+            self.inner = real()
+
+        def update(self, chunk: bytes) -> None:
+            read.append(len(chunk))
+            self.inner.update(chunk)
+
+        def hexdigest(self) -> str:
+            return self.inner.hexdigest()
+
+    monkeypatch.setattr(files.hashlib, "sha256", Counting)
+    return read
+
+
+def test_a_run_reads_an_unchanged_file_once(tmp_path: Path, run_digests: None,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(b"archive bytes")
+    expected = hashlib.sha256(b"archive bytes").hexdigest()
+    read = _reads(monkeypatch)
+    assert sha256_file(archive) == sha256_file(archive) == expected
+    assert sum(read) == len(b"archive bytes")
+
+
+def test_a_file_replaced_in_a_run_is_read_again(tmp_path: Path, run_digests: None) -> None:
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(b"first")
+    assert sha256_file(archive) == hashlib.sha256(b"first").hexdigest()
+    files.atomic_write_bytes(archive, b"other")  # same size, another inode: what a step does
+    assert sha256_file(archive) == hashlib.sha256(b"other").hexdigest()
+
+
+def test_a_hard_link_keeps_the_digest_the_run_took(tmp_path: Path, run_digests: None,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    entry, archive = tmp_path / "entry.zip", tmp_path / "a.zip"
+    entry.write_bytes(b"cached archive")
+    digest = sha256_file(entry)
+    read = _reads(monkeypatch)
+    hardlink_or_copy(entry, archive)  # moves the inode's ctime: the identity the run knew is gone
+    assert sha256_file(archive) == sha256_file(entry) == digest
+    assert read == []
+
+
+def test_without_a_run_every_call_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(b"bytes")
+    read = _reads(monkeypatch)
+    sha256_file(archive)
+    sha256_file(archive)
+    assert sum(read) == 2 * len(b"bytes")

@@ -8,34 +8,39 @@ from fnmatch import fnmatch
 from pathlib import PurePosixPath
 
 from backends.binfmt.inspect import macho_install_names
-from backends.model.matrix import AGGREGATE_SLICES
+from backends.model.platforms import platform_table
 from backends.model.plan import Contract
 from backends.steps.checks.view import ArchiveView, group_of, is_shared_library_name, slice_of
 
-OS_FORMATS = {"linux": ("elf",), "android": ("elf",), "macos": ("macho",), "ios": ("macho",),
-              "windows": ("pe", "coff"), "wasm": ("wasm",)}
-ARCHS = {"x86_64": "x86_64", "aarch64": "aarch64", "arm64": "arm64", "arm64-v8a": "aarch64",
-         "armeabi-v7a": "arm", "x86": "i386"}
 FORMAT_NAMES = {"elf": "ELF", "macho": "Mach-O", "pe": "PE", "coff": "COFF", "wasm": "WebAssembly"}
-_SLICE_ARCHS = re.compile(r"x86_64|arm64e?|armv7s?|i386")
+
+
+def _slice_machines(os_name: str, slice_dir: str) -> set[str]:
+    """The machines an xcframework slice directory names (`ios-arm64_x86_64-simulator`)."""
+    known = sorted(platform_table().oses[os_name].slice_machines, key=len, reverse=True)
+    pattern = "|".join(re.escape(machine) for machine in known)
+    return set(re.findall(pattern, slice_dir.partition("-")[2])) if pattern else set()
 
 
 def expected_binary(platform: str, member: str) -> tuple[tuple[str, ...], set[str]] | None:
     """(formats, architectures) a library at `member` must have on `platform`; None when
     the platform does not say (a fixture platform, an unknown ABI directory)."""
-    os_name, _, arch = platform.partition("-")
-    formats = OS_FORMATS.get(os_name)
-    if formats is None:
+    table = platform_table()
+    os_name = platform.partition("-")[0]
+    if os_name not in table.oses:
         return None
-    if os_name == "wasm":
-        return formats, {"wasm32"}
-    if os_name == "ios":
-        return formats, set(_SLICE_ARCHS.findall(slice_of(member).partition("-")[2]))
-    if arch == "universal":
-        return formats, {p.split("-", 1)[1] for p in AGGREGATE_SLICES["universal"]}
-    if not arch:  # the Android bundle and AAR: lib/<abi>/
-        arch = group_of(member, platform)
-    return (formats, {ARCHS[arch]}) if arch in ARCHS else None
+    facts = table.oses[os_name]
+    known = table.platforms.get(platform)
+    if facts.slice_machines:  # an xcframework: each slice says its machines
+        return facts.formats, _slice_machines(os_name, slice_of(member))
+    if known is not None and known.machines:
+        return facts.formats, set(known.machines)
+    if facts.abi_machines:  # the Android bundle and AAR: lib/<abi>/ says its machine
+        abi = group_of(member, platform)
+        return (facts.formats, {facts.abi_machines[abi]}) if abi in facts.abi_machines else None
+    if known is not None and known.slices:  # a universal binary holds every slice's machine
+        return facts.formats, {m for token in known.slices for m in table[token].machines}
+    return None
 
 
 def check_formats(view: ArchiveView, platform: str) -> list[str]:

@@ -31,7 +31,7 @@ def exported_count(view: ArchiveView, name: str) -> int:
     (`VERS_1.26.0`, listed as absolute symbols) are no symbols it exports."""
     defined = view.symbols(name)[0]
     if defined and is_shared_library_name(name) and view.format(name) == "elf":
-        defined = defined - set(view.readable(name, lambda: view.version_definitions(name), []))
+        defined = defined - set(view.readable(name, lambda: view.version_definitions(name), list[str]()))
     return len(defined)
 
 

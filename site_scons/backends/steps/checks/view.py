@@ -16,9 +16,9 @@ import threading
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
-from typing import BinaryIO, Callable, TypeVar
+from typing import BinaryIO, Callable, TypeVar, cast
 
 from backends.binfmt.elf import Behind, DynamicFacts, ElfError, Sequential, dynamic_facts, is_shared_object
 from backends.binfmt.inflate import open_member
@@ -139,7 +139,7 @@ class ArchiveView:
         is answered from it."""
         chosen = set(self.libraries if libraries is None else libraries)
         members = {e.name: Member(e.name, self.declared.get(e.stored or e.name, 0), e.name in chosen,
-                                  lambda name=e.name: self._slot(name))
+                                  partial(self._slot, e.name))
                    for e in self.entries if e.kind == FILE and e.name not in self._scanned}
         self._scanned.update(scan(members.values(), self.open, hashing=hashing, concurrent=self.concurrent))
 
@@ -181,7 +181,8 @@ class ArchiveView:
             if (facts := self.facts(library)) is not None:
                 self._symbols[key] = (set(facts.defined), set())
             elif self.is_binary(library):
-                self._symbols[key] = self.readable(library, lambda: symbol_sets(self.file(library), arch), (set(), set()))
+                self._symbols[key] = self.readable(library, lambda: symbol_sets(self.file(library), arch),
+                                                   (set[str](), set[str]()))
         return self._symbols[key]
 
     def needed(self, library: str) -> list[str]:
@@ -388,7 +389,7 @@ def _tar_view(path: Path) -> ArchiveView:
         stream = tar.extractfile(by_name[name])
         if stream is None:
             raise ArchiveError(f"{path.name}: {name} has no content")
-        return stream
+        return cast(BinaryIO, stream)  # typeshed's IO[bytes], read as every member reader is
 
     return ArchiveView(path, entries, open_member, keep=tar, declared={m.name: m.size for m in members})
 
