@@ -121,3 +121,12 @@ def test_the_tree_check_counts_entries_a_when_keeps_from_the_leg() -> None:
     assert [d.name for d in plan.downloads if d.upstream] == ["dep-abseil_cpp"]  # not fetched for linux
     check = next(c for c in plan.build if c.label == "check ort-deps downloads")
     assert protoc.url in check.argv and ABSEIL.url in check.argv  # but recorded: the tree may declare it
+
+
+def test_github_archives_unpack_to_repository_dash_ref() -> None:
+    from backends.model.recipe_kit import archive_roots
+    commit = "d41219d3db13758074a6440d7b55a87487334c8b"
+    assert archive_roots(f"https://github.com/ARM-software/kleidiai/archive/{commit}.zip") == (f"kleidiai-{commit}",)
+    assert archive_roots("https://github.com/o/ruy/archive/refs/tags/v1.2.tar.gz") == ("ruy-v1.2", "ruy-1.2")
+    assert archive_roots(KLEIDIAI.url) == ("kleidiai-c0",)
+
