@@ -130,3 +130,18 @@ def test_github_archives_unpack_to_repository_dash_ref() -> None:
     assert archive_roots("https://github.com/o/ruy/archive/refs/tags/v1.2.tar.gz") == ("ruy-v1.2", "ruy-1.2")
     assert archive_roots(KLEIDIAI.url) == ("kleidiai-c0",)
 
+
+def test_executorch_arm64_legs_fetch_the_recorded_kleidiai_by_upstreams_sha256() -> None:
+    """engines/executorch/engine.toml as recorded from XNNPACK's DownloadKleidiAI.cmake at the
+    submodule commit ExecuTorch v1.3.1 pins: its URL_HASH is the pin."""
+    engine = MATRIX.engines["executorch"]
+    [entry] = engine.build_downloads
+    for os, arch in (("linux", "aarch64"), ("macos", "arm64"), ("android", "arm64-v8a")):
+        arm = plan_leg(_source_leg("executorch", os, arch), engine, MATRIX)
+        [kleidiai] = [d for d in arm.downloads if d.upstream]
+        assert kleidiai.sha256 and entry.upstream_hash == f"sha256:{kleidiai.sha256}"
+        assert kleidiai.roots == (f"kleidiai-{entry.version}",)
+        assert f"fetch dep-kleidiai: {entry.url} ({entry.filename} sha256 {kleidiai.sha256}" in render_plan(arm)
+    assert all(not c.network for c in arm.build if c.label in ("configure", "build"))
+    x86 = plan_leg(_source_leg("executorch", "linux", "x86_64"), engine, MATRIX)
+    assert not any(d.upstream for d in x86.downloads)
