@@ -93,11 +93,13 @@ def _link(source: Path, dest: Path) -> Path:
 def recorded_text(text: str, reader: str, items: Sequence[BuildDownload]) -> str:
     """engine.toml with the `[[build_downloads]]` of `reader` replaced by `items`; others stay.
     What a maintainer wrote on an entry of the same name (its `when`, its license) stays on it,
-    and a sha256 upstream gives becomes the entry's pin where none is recorded."""
+    and a sha256 upstream gives becomes the entry's pin where none is recorded; the pins of
+    entries the tree no longer declares go with them."""
     items = _with_maintainers_fields(text, reader, items)
     kept = [block for block in _BLOCK.findall(text) if f'reader = "{reader}"' not in block]
     rest = _BLOCK.sub("", text).rstrip("\n") + "\n"
-    rest = engine_toml.edited(rest, engine_toml.Changes(sha256=_upstream_pins(text, items)), Path("engine.toml"))
+    changes = engine_toml.Changes(sha256=_upstream_pins(text, items), drop_sha256=_stale_pins(text, reader, items))
+    rest = engine_toml.edited(rest, changes, Path("engine.toml"))
     entries = [block.rstrip("\n") + "\n" for block in kept] + [readers.toml_entries([item]) for item in items]
     return rest + "".join("\n" + entry for entry in entries)
 
@@ -113,6 +115,18 @@ def _with_maintainers_fields(text: str, reader: str, items: Sequence[BuildDownlo
         kept.append(replace(item, when=MappingProxyType(when) if when else item.when,
                             license=item.license or entry.get("license", "")))
     return kept
+
+
+def _stale_pins(text: str, reader: str, items: Sequence[BuildDownload]) -> set[str]:
+    """The pinned file names of `reader`'s recorded entries that neither `items` nor another
+    reader's entries still name (a new tree moved on from them)."""
+    values = tomllib.loads(text)
+    def filenames(entries: Sequence[dict]) -> set[str]:
+        return {BuildDownload(entry["name"], entry["url"]).filename for entry in entries}
+    recorded = values.get("build_downloads", [])
+    old = filenames([entry for entry in recorded if entry.get("reader") == reader])
+    others = filenames([entry for entry in recorded if entry.get("reader") != reader])
+    return (old - {item.filename for item in items} - others) & set(values.get("sha256", {}))
 
 
 def _upstream_pins(text: str, items: Sequence[BuildDownload]) -> dict[str, str]:

@@ -216,6 +216,19 @@ def test_record_pins_upstreams_sha256_and_keeps_the_maintainers_when(tmp_path: P
     assert engine.sha256 == {entry.filename: SHA256} and toml.read_text().count(SHA256) == 2
 
 
+def test_record_drops_the_pins_of_downloads_the_tree_no_longer_declares(tmp_path: Path) -> None:
+    from backends.model.engine import load_engine
+    toml = _recorded_kleidiai(tmp_path)
+    assert _record_kleidiai(toml) == 0
+    [old] = load_engine(toml.parent).build_downloads
+    cmake = toml.parent / "tree" / readers.READER_FILES["xnnpack-kleidiai"][0]
+    cmake.write_text(KLEIDIAI_CMAKE.replace("a082c1db", "b193d2ec").replace(SHA256, "f" * 64))
+    assert _record_kleidiai(toml) == 0
+    engine = load_engine(toml.parent)
+    [new] = engine.build_downloads
+    assert new.filename != old.filename and engine.sha256 == {new.filename: "f" * 64}
+
+
 def test_record_refuses_a_pin_that_is_not_upstreams_sha256(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     filename = "kleidiai-kleidiai-a082c1dbd13848e5d00a86786c6fd83919c2b81f.zip"
     toml = _recorded_kleidiai(tmp_path, f'"{filename}" = "{"0" * 64}"\n')
