@@ -14,7 +14,6 @@ from backends.model import recipe_kit as kit
 from backends.model.engine import Engine
 from backends.model.leg import Leg
 from backends.model.plan import Command, Contract, CopyRule, Download, Plan, Smoke, VersionProbe, frozen
-from backends.util.locations import url_filename
 
 # Parallelism = installed RAM in GB / 3 (floor 2, ceiling the core count, 8 GB assumed when
 # unknown): unlimited -j OOM-killed the runners (optimized-kernel TUs take GBs each).
@@ -202,7 +201,7 @@ KLEIDIAI_OVERRIDE = "served by KLEIDIAI_SOURCE_DIR (the pinned archive, extracte
 def _kleidiai(leg: Leg, engine: Engine) -> tuple[Download, ...]:
     """KleidiAI for the legs its `[[build_downloads]]` entry's `when` selects (XNNPACK uses it on arm64),
     extracted with its archive's top directory as the root."""
-    return tuple(replace(d, roots=(url_filename(d.url).removesuffix(".zip").removesuffix(".tar.gz"),))
+    return tuple(replace(d, roots=kit.archive_roots(d.url))
                  for d in kit.build_downloads(engine, leg, KLEIDIAI_READER, unpack=True))
 
 

@@ -1,6 +1,7 @@
 """Small helpers that engine recipes share: downloads, patch facts, CMake arguments."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
@@ -188,6 +189,22 @@ def build_downloads(engine: Engine, leg: Leg, reader: str, *, unpack: bool = Fal
     return tuple(Download(name=build_download_name(item.name), url=item.url, filename=item.filename,
                           sha256=engine.pinned_sha256(item.filename) or "", unpack=unpack, upstream=item)
                  for item in engine.build_downloads if item.reader == reader and item.applies_to(leg_facts))
+
+
+_ARCHIVE_SUFFIX = re.compile(r"\.(tar\.gz|tgz|tar\.xz|tar\.bz2|zip)$")
+_GITHUB_ARCHIVE = re.compile(r"https://github\.com/[^/]+/([^/]+)/archive/(?:refs/(?:tags|heads)/)?(.+)$")
+
+
+def archive_roots(url: str) -> tuple[str, ...]:
+    """The top directory a forge's archive of a tag or commit unpacks to: GitHub's is
+    `<repository>-<ref>` (a tag's leading `v` dropped) whatever the file is called; others'
+    (GitLab's `<name>-<ref>.zip`) the file name without its suffix."""
+    stem = _ARCHIVE_SUFFIX.sub("", url_filename(url))
+    github = _GITHUB_ARCHIVE.fullmatch(_ARCHIVE_SUFFIX.sub("", url))
+    if not github:
+        return (stem,)
+    repository, ref = github.groups()
+    return tuple(dict.fromkeys((f"{repository}-{ref}", f"{repository}-{ref.removeprefix('v')}")))
 
 
 def where_from(reader: str, entries: int, override: str) -> str:

@@ -331,7 +331,17 @@ def toml_entries(items: Iterable[BuildDownload]) -> str:
     blocks = []
     for item in items:
         fields = {"reader": item.reader, "name": item.name, "url": item.url, "upstream_hash": item.upstream_hash,
-                  "git": item.git, "ref": item.ref, "where": item.where}
+                  "git": item.git, "ref": item.ref, "where": item.where, "license": item.license}
         body = "".join(f'{key} = "{value}"\n' for key, value in fields.items() if value)
+        if item.when:
+            body += f"when = {_inline_table(item.when)}\n"
         blocks.append("[[build_downloads]]\n" + body)
     return "\n".join(blocks)
+
+
+def _inline_table(when: Mapping[str, tuple[str, ...]]) -> str:
+    """`{ arch = "arm64" }`, a key with several values as a list."""
+    def value(values: tuple[str, ...]) -> str:
+        quoted = [f'"{one}"' for one in values]
+        return quoted[0] if len(quoted) == 1 else f"[{', '.join(quoted)}]"
+    return "{ " + ", ".join(f"{key} = {value(values)}" for key, values in when.items()) + " }"

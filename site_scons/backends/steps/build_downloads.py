@@ -19,11 +19,15 @@ import os
 import re
 import shutil
 import sys
+import tomllib
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Sequence
 
 from backends.model.engine import BuildDownload, DataError
 from backends.pins import build_downloads as readers
+from backends.pins import engine_toml
 from backends.util.files import atomic_write_text, sha256_file
 
 _BLOCK = re.compile(r"^\[\[build_downloads\]\]\n(?:(?!\[)[^\n]*\n?)*", re.MULTILINE)
@@ -87,11 +91,60 @@ def _link(source: Path, dest: Path) -> Path:
 
 
 def recorded_text(text: str, reader: str, items: Sequence[BuildDownload]) -> str:
-    """engine.toml with the `[[build_downloads]]` of `reader` replaced by `items`; others stay."""
+    """engine.toml with the `[[build_downloads]]` of `reader` replaced by `items`; others stay.
+    What a maintainer wrote on an entry of the same name (its `when`, its license) stays on it,
+    and a sha256 upstream gives becomes the entry's pin where none is recorded; the pins of
+    entries the tree no longer declares go with them."""
+    items = _with_maintainers_fields(text, reader, items)
     kept = [block for block in _BLOCK.findall(text) if f'reader = "{reader}"' not in block]
     rest = _BLOCK.sub("", text).rstrip("\n") + "\n"
+    changes = engine_toml.Changes(sha256=_upstream_pins(text, items), drop_sha256=_stale_pins(text, reader, items))
+    rest = engine_toml.edited(rest, changes, Path("engine.toml"))
     entries = [block.rstrip("\n") + "\n" for block in kept] + [readers.toml_entries([item]) for item in items]
     return rest + "".join("\n" + entry for entry in entries)
+
+
+def _with_maintainers_fields(text: str, reader: str, items: Sequence[BuildDownload]) -> list[BuildDownload]:
+    """`items` with the `when` and license of the recorded entries of `reader` by the same name."""
+    recorded = {entry.get("name"): entry for entry in tomllib.loads(text).get("build_downloads", [])
+                if entry.get("reader") == reader}
+    kept = []
+    for item in items:
+        entry = recorded.get(item.name, {})
+        when = {key: tuple(value) if isinstance(value, list) else (value,) for key, value in entry.get("when", {}).items()}
+        kept.append(replace(item, when=MappingProxyType(when) if when else item.when,
+                            license=item.license or entry.get("license", "")))
+    return kept
+
+
+def _stale_pins(text: str, reader: str, items: Sequence[BuildDownload]) -> set[str]:
+    """The pinned file names of `reader`'s recorded entries that neither `items` nor another
+    reader's entries still name (a new tree moved on from them)."""
+    values = tomllib.loads(text)
+    def filenames(entries: Sequence[dict]) -> set[str]:
+        return {BuildDownload(entry["name"], entry["url"]).filename for entry in entries}
+    recorded = values.get("build_downloads", [])
+    old = filenames([entry for entry in recorded if entry.get("reader") == reader])
+    others = filenames([entry for entry in recorded if entry.get("reader") != reader])
+    return (old - {item.filename for item in items} - others) & set(values.get("sha256", {}))
+
+
+def _upstream_pins(text: str, items: Sequence[BuildDownload]) -> dict[str, str]:
+    """`<name>-<file>` -> the sha256 upstream declares for it (CMake's URL_HASH, Bazel's sha256:
+    the very bytes its build would check), for those not pinned yet. A recorded pin that
+    differs is refused: one of the two is not the file at that URL."""
+    pinned = tomllib.loads(text).get("sha256", {})
+    pins = {}
+    for item in items:
+        algorithm, _, digest = item.upstream_hash.partition(":")
+        if algorithm != "sha256":
+            continue
+        if pinned.get(item.filename, digest) != digest:
+            raise DataError(f"{item.filename} is pinned as sha256 {pinned[item.filename]}, but {item.where} "
+                            f"declares sha256 {digest} for {item.url}: check which is upstream's file")
+        if item.filename not in pinned:
+            pins[item.filename] = digest
+    return pins
 
 
 def _pairs(values: Sequence[str]) -> list[tuple[str, Path]]:
@@ -123,8 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "record":
             items = readers.read_tree(args.reader, args.tree)
             atomic_write_text(args.engine_toml, recorded_text(args.engine_toml.read_text(), args.reader, items))
-            print(f"[build_downloads] {len(items)} {args.reader} entries recorded in {args.engine_toml}; "
-                  "`scons lock` pins their sha256")
+            upstream = sum(item.upstream_hash.startswith("sha256:") for item in items)
+            print(f"[build_downloads] {len(items)} {args.reader} entries recorded in {args.engine_toml}, "
+                  f"{upstream} with upstream's sha256 as their pin; `scons lock` pins the others")
         elif args.command == "check":
             absent = missing(readers.read_tree(args.reader, args.tree), args.given)
             if absent:

@@ -121,3 +121,27 @@ def test_the_tree_check_counts_entries_a_when_keeps_from_the_leg() -> None:
     assert [d.name for d in plan.downloads if d.upstream] == ["dep-abseil_cpp"]  # not fetched for linux
     check = next(c for c in plan.build if c.label == "check ort-deps downloads")
     assert protoc.url in check.argv and ABSEIL.url in check.argv  # but recorded: the tree may declare it
+
+
+def test_github_archives_unpack_to_repository_dash_ref() -> None:
+    from backends.model.recipe_kit import archive_roots
+    commit = "d41219d3db13758074a6440d7b55a87487334c8b"
+    assert archive_roots(f"https://github.com/ARM-software/kleidiai/archive/{commit}.zip") == (f"kleidiai-{commit}",)
+    assert archive_roots("https://github.com/o/ruy/archive/refs/tags/v1.2.tar.gz") == ("ruy-v1.2", "ruy-1.2")
+    assert archive_roots(KLEIDIAI.url) == ("kleidiai-c0",)
+
+
+def test_executorch_arm64_legs_fetch_the_recorded_kleidiai_by_upstreams_sha256() -> None:
+    """engines/executorch/engine.toml as recorded from XNNPACK's DownloadKleidiAI.cmake at the
+    submodule commit ExecuTorch v1.3.1 pins: its URL_HASH is the pin."""
+    engine = MATRIX.engines["executorch"]
+    [entry] = engine.build_downloads
+    for os, arch in (("linux", "aarch64"), ("macos", "arm64"), ("android", "arm64-v8a")):
+        arm = plan_leg(_source_leg("executorch", os, arch), engine, MATRIX)
+        [kleidiai] = [d for d in arm.downloads if d.upstream]
+        assert kleidiai.sha256 and entry.upstream_hash == f"sha256:{kleidiai.sha256}"
+        assert kleidiai.roots == (f"kleidiai-{entry.version}",)
+        assert f"fetch dep-kleidiai: {entry.url} ({entry.filename} sha256 {kleidiai.sha256}" in render_plan(arm)
+    assert all(not c.network for c in arm.build if c.label in ("configure", "build"))
+    x86 = plan_leg(_source_leg("executorch", "linux", "x86_64"), engine, MATRIX)
+    assert not any(d.upstream for d in x86.downloads)

@@ -125,7 +125,8 @@ def test_common_defines_on_every_desktop_and_android_leg(plans: dict[str, Plan])
 def test_exact_argv_macos_arm64(plans: dict[str, Plan]) -> None:
     plan = plans["executorch-macos-arm64-static"]
     assert argv(plan, "configure") == ("cmake", "-S", "{src}", "-B", "{build}", *COMMON,
-                                       "-DCMAKE_OSX_ARCHITECTURES=arm64", "-DCMAKE_OSX_DEPLOYMENT_TARGET=12.0")
+                                       "-DCMAKE_OSX_ARCHITECTURES=arm64", "-DCMAKE_OSX_DEPLOYMENT_TARGET=12.0",
+                                       "-DKLEIDIAI_SOURCE_DIR={extract:dep-kleidiai}")
     pins = load_matrix(ROOT).engines[ENGINE].pins
     assert argv(plan, "torch") == ("{venv_python}", "-m", "pip", "install", f"torch=={pins['torch']}",
                                    "--extra-index-url", pins["torch_index"])
@@ -147,7 +148,8 @@ def test_exact_argv_windows_arm64(plans: dict[str, Plan]) -> None:
     plan = plans["executorch-windows-arm64-static"]
     assert argv(plan, "configure") == (
         "cmake", "-S", "{src}", "-B", "{build}", "-G", "Ninja", *COMMON,
-        "-DXNNPACK_ENABLE_ARM_FP16_VECTOR=OFF", "-DXNNPACK_ENABLE_ARM_FP16_SCALAR=OFF", "-DXNNPACK_ENABLE_ARM_BF16=OFF")
+        "-DXNNPACK_ENABLE_ARM_FP16_VECTOR=OFF", "-DXNNPACK_ENABLE_ARM_FP16_SCALAR=OFF", "-DXNNPACK_ENABLE_ARM_BF16=OFF",
+        "-DKLEIDIAI_SOURCE_DIR={extract:dep-kleidiai}")
     x64 = argv(plans["executorch-windows-x86_64-static"], "configure")
     assert x64 == ("cmake", "-S", "{src}", "-B", "{build}", "-G", "Ninja", *COMMON)
 
@@ -157,7 +159,7 @@ def test_exact_argv_android(plans: dict[str, Plan]) -> None:
     assert argv(plan, "configure") == (
         "cmake", "-S", "{src}", "-B", "{build}", *COMMON,
         "-DCMAKE_TOOLCHAIN_FILE={env:ANDROID_NDK_HOME}/build/cmake/android.toolchain.cmake",
-        "-DANDROID_ABI=arm64-v8a", "-DANDROID_PLATFORM=android-27")
+        "-DANDROID_ABI=arm64-v8a", "-DANDROID_PLATFORM=android-27", "-DKLEIDIAI_SOURCE_DIR={extract:dep-kleidiai}")
     assert plan.smoke is None  # cannot run anywhere
 
 

@@ -187,6 +187,56 @@ def test_record_writes_entries_engine_toml_reads(tmp_path: Path) -> None:
         ("kleidiai", "ort-deps", f"sha1:{'b1e3' * 10}")]  # once each, not twice
 
 
+def _recorded_kleidiai(tmp_path: Path, sha256_table: str = "") -> Path:
+    root = tmp_path / "demo"
+    cmake = root / "tree" / readers.READER_FILES["xnnpack-kleidiai"][0]
+    cmake.parent.mkdir(parents=True)
+    cmake.write_text(KLEIDIAI_CMAKE)
+    toml = root / "engine.toml"
+    toml.write_text(f'name = "demo"\nlibname = "demo"\nversion = "1.0.0"\nlicense = "MIT"\n\n[sha256]\n{sha256_table}')
+    return toml
+
+
+def _record_kleidiai(toml: Path) -> int:
+    return step.main(["record", "--engine-toml", str(toml), "--reader", "xnnpack-kleidiai",
+                      "--tree", str(toml.parent / "tree")])
+
+
+def test_record_pins_upstreams_sha256_and_keeps_the_maintainers_when(tmp_path: Path) -> None:
+    from backends.model.engine import load_engine
+    toml = _recorded_kleidiai(tmp_path)
+    assert _record_kleidiai(toml) == 0
+    [entry] = load_engine(toml.parent).build_downloads
+    assert load_engine(toml.parent).sha256 == {entry.filename: SHA256} and not entry.when
+    toml.write_text(toml.read_text() + 'when = { arch = "arm64", os = ["linux", "macos"] }\nlicense = "Apache-2.0"\n')
+    assert _record_kleidiai(toml) == 0  # again: the when and license stay, the pin is not written twice
+    engine = load_engine(toml.parent)
+    [entry] = engine.build_downloads
+    assert dict(entry.when) == {"arch": ("arm64",), "os": ("linux", "macos")} and entry.license == "Apache-2.0"
+    assert engine.sha256 == {entry.filename: SHA256} and toml.read_text().count(SHA256) == 2
+
+
+def test_record_drops_the_pins_of_downloads_the_tree_no_longer_declares(tmp_path: Path) -> None:
+    from backends.model.engine import load_engine
+    toml = _recorded_kleidiai(tmp_path)
+    assert _record_kleidiai(toml) == 0
+    [old] = load_engine(toml.parent).build_downloads
+    cmake = toml.parent / "tree" / readers.READER_FILES["xnnpack-kleidiai"][0]
+    cmake.write_text(KLEIDIAI_CMAKE.replace("a082c1db", "b193d2ec").replace(SHA256, "f" * 64))
+    assert _record_kleidiai(toml) == 0
+    engine = load_engine(toml.parent)
+    [new] = engine.build_downloads
+    assert new.filename != old.filename and engine.sha256 == {new.filename: "f" * 64}
+
+
+def test_record_refuses_a_pin_that_is_not_upstreams_sha256(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    filename = "kleidiai-kleidiai-a082c1dbd13848e5d00a86786c6fd83919c2b81f.zip"
+    toml = _recorded_kleidiai(tmp_path, f'"{filename}" = "{"0" * 64}"\n')
+    before = toml.read_text()
+    assert _record_kleidiai(toml) == 1
+    assert f"declares sha256 {SHA256}" in capsys.readouterr().err and toml.read_text() == before
+
+
 def test_check_names_each_url_no_override_serves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "cmake").mkdir()
     (tmp_path / "cmake" / "deps.txt").write_text(DEPS_TXT)
