@@ -315,7 +315,7 @@ def _downloads(leg: Leg, engine: Engine) -> tuple[Download, ...]:
 
 def _desktop_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     kleidiai = _kleidiai(leg, engine)
-    notes = list(NOTES) + [RELOCATE_NOTE, kit.where_from(KLEIDIAI_READER, len(kleidiai), KLEIDIAI_OVERRIDE)]
+    notes = list(NOTES) + [RELOCATE_NOTE, kit.where_from(engine, KLEIDIAI_READER, len(kleidiai), KLEIDIAI_OVERRIDE)]
     if "vulkan" in leg.accelerator:
         notes.append(GLSLC_NOTE)
     return Plan(
@@ -403,7 +403,7 @@ def _ios_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
             versions=(VersionProbe("text", f"executorch.xcframework/ios-arm64/Headers/{VERSION_HEADER}", ET_VERSION),),
         ),
         notes=NOTES + ("no iOS smoke: the xcframework is checked by its contract only",
-                       kit.where_from(KLEIDIAI_READER, len(kleidiai), KLEIDIAI_OVERRIDE)),
+                       kit.where_from(engine, KLEIDIAI_READER, len(kleidiai), KLEIDIAI_OVERRIDE)),
         private_source=True,
     )
 

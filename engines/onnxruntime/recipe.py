@@ -63,7 +63,7 @@ def _deps(leg: Leg, engine: Engine) -> tuple[tuple[Download, ...], list[Command]
     """deps.txt's downloads, the commands that check the tree against them and lay the mirror,
     and plan=1's notes on where they come from."""
     deps = kit.build_downloads(engine, leg, DEPS_READER)
-    notes = [kit.where_from(DEPS_READER, len(deps), MIRROR_OVERRIDE)]
+    notes = [kit.where_from(engine, DEPS_READER, len(deps), MIRROR_OVERRIDE)]
     notes += [_unserved(engine, "emsdk", WASM_NOTE)] if leg.os == "wasm" else []
     notes += [_unserved(engine, "nuget", DML_NOTE)] if "dml" in leg.accelerator else []
     if not deps:

@@ -168,7 +168,7 @@ def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
         bundle=bundle,
         contract=_contract(leg, libs),
         smoke=Smoke("smoke/tflite", model="add.tflite", probes=leg.accelerator),  # Metal probed at run time
-        notes=NOTES + (kit.where_from(MODULES_READER, len(modules), MODULES_OVERRIDE),),
+        notes=NOTES + (kit.where_from(engine, MODULES_READER, len(modules), MODULES_OVERRIDE),),
     )
 
 

@@ -207,10 +207,13 @@ def archive_roots(url: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((f"{repository}-{ref}", f"{repository}-{ref.removeprefix('v')}")))
 
 
-def where_from(reader: str, entries: int, override: str) -> str:
+def where_from(engine: Engine, reader: str, entries: int, override: str) -> str:
     """plan=1's note on a leg's build-time downloads: where they are read, and how upstream gets them."""
     if entries:
         return f"upstream's build-time downloads: {entries} read by {reader}, fetched and pinned here; {override}"
+    if any(item.reader == reader for item in engine.build_downloads):
+        return (f"upstream's build-time downloads: read by {reader}, recorded, but no entry's `when` takes this leg: "
+                f"whatever its build still downloads, upstream downloads itself (network on); {override}")
     return (f"upstream's build-time downloads: read by {reader} from the pinned tree, none recorded yet "
             f"(`python -m backends.steps.build_downloads record` fills [[build_downloads]]); {override}")
 

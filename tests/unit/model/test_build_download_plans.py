@@ -145,3 +145,12 @@ def test_executorch_arm64_legs_fetch_the_recorded_kleidiai_by_upstreams_sha256()
     assert all(not c.network for c in arm.build if c.label in ("configure", "build"))
     x86 = plan_leg(_source_leg("executorch", "linux", "x86_64"), engine, MATRIX)
     assert not any(d.upstream for d in x86.downloads)
+
+
+def test_a_leg_no_recorded_entry_takes_is_told_so_not_that_none_is_recorded() -> None:
+    """ExecuTorch's x86_64 and xcframework legs take no KleidiAI entry: plan=1 says the entries
+    exist and that upstream still downloads what that leg's build needs."""
+    for leg in (_source_leg("executorch", "linux", "x86_64"), _source_leg("executorch", "ios")):
+        text = render_plan(plan_leg(leg, MATRIX.engines["executorch"], MATRIX))
+        assert "recorded, but no entry's `when` takes this leg" in text, leg.id
+        assert "none recorded yet" not in text
