@@ -112,15 +112,33 @@ def test_smoke_not_run_and_requirements_recorded(built):
     assert manifest["sources"][0]["origin"].endswith("+cu130.zip")
 
 
-def test_changing_the_strip_rule_reruns_stage_to_publish_only(tmp_path, built):
+def _extracted(project: Path) -> set[str]:
+    """The files below the root of the latest extraction (another leg's rules key another one)."""
+    record = max((project / "build/extract").glob("*.json"), key=lambda path: path.stat().st_mtime_ns)
+    root = record.with_suffix("") / "tree" / "libtorch"
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if not p.is_dir()}
+
+
+def test_the_extraction_leaves_out_what_the_stage_does_not_take(built):
+    """The NVIDIA redistributables and the stale ATen config are excluded: never written."""
+    scons, _ = built
+    files = _extracted(scons.project)
+    assert set(KEPT) <= files
+    assert not files & {f"lib/{name}" for name in NVIDIA}
+    assert not [name for name in files if name.startswith("share/cmake/ATen/")]
+
+
+def test_changing_the_strip_rule_reextracts_and_restages(tmp_path, built):
     scons, _ = built
     release = next(scons.project.parent.glob("*+cu130.zip"))
     edited = Scons(scratch_project(tmp_path / "project", copied=("engines/libtorch",)), tmp_path / "cache")
     edited(LEG, *origins(release))
+    assert "lib/libgomp-a34b3233.so.1" in _extracted(edited.project)
     recipe = edited.project / "engines/libtorch/recipe.py"
     recipe.write_text(recipe.read_text().replace('"cudss")', '"cudss", "gomp-")'))
     rerun = edited(LEG, *origins(release))
-    assert edited.steps_run(rerun) == ["stage", "archive", "verify", "smoke", "publish"]
+    assert edited.steps_run(rerun) == ["extract", "stage", "archive", "verify", "smoke", "publish"]
+    assert "lib/libgomp-a34b3233.so.1" not in _extracted(edited.project)
     with zipfile.ZipFile(edited.project / "dist" / ARCHIVE) as archive:
         assert "lib/libgomp-a34b3233.so.1" not in archive.namelist()
 

@@ -53,7 +53,8 @@ from backends.steps import verify as verify_step
 from backends.steps.checks import origin as origin_check
 from backends.steps.checks.described import tree_problems
 from backends.steps.context import LegDirs
-from backends.steps.extract import extract
+from backends.steps.extract import extract, extract_counted
+from backends.steps.takes import Takes
 from backends.steps.universal import universal_tree
 from backends.util.errors import EXIT_ERROR, BackendsError
 from backends.util.files import hardlink_or_copy, list_tree, sha256_file, write_json
@@ -297,12 +298,14 @@ def fetched_file(fetch_manifest: Path) -> Path:
 
 
 def extract_download(run: RunContext, download: Download, fetch_manifest: Path, dest: Path,
-                     fits: origin_check.Expectation | None = None, label: str = "") -> StepResult:
-    """The download's tree; an origin (`fits`: what the leg takes it for) is refused here,
-    before anything is staged, when its binaries contradict the leg."""
+                     fits: origin_check.Expectation | None = None, label: str = "",
+                     selection: Takes | None = None) -> StepResult:
+    """The download's tree, of what the stage takes (`selection`; None: all of it); an origin
+    (`fits`: what the leg takes it for) is refused here, before anything is staged, when its
+    binaries contradict the leg."""
     archive = fetched_file(fetch_manifest)
     tree = dest / "tree"
-    entries = extract(archive, tree)
+    entries, left_out = extract_counted(archive, tree, select=selection.select if selection else None)
     root = next((tree / r for r in download.roots if (tree / r).is_dir()), tree)
     if download.roots and root == tree:
         raise StepFailure(f"{archive.name} has none of the top-level directories {', '.join(download.roots)}")
@@ -313,7 +316,7 @@ def extract_download(run: RunContext, download: Download, fetch_manifest: Path, 
             raise StepFailure(refused)
     # The bytes' identity makes this manifest change whenever they do, so every later step reruns.
     return StepResult({"archive": archive.name, "sha256": _read(fetch_manifest)["sha256"], "root": str(root),
-                       "entries": len(entries)}, trees=(tree,))
+                       "entries": len(entries), "left_out": left_out}, trees=(tree,))
 
 
 def patch(origin_manifest: Path, scripts: list[Path], dest: Path) -> StepResult:

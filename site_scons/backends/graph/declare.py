@@ -41,6 +41,7 @@ from backends.steps import upstream as upstream_step
 from backends.steps.checks import origin as origin_check
 from backends.steps.context import LegDirs
 from backends.steps.smoke import OWN_VARIABLES
+from backends.steps.takes import takes
 from backends.util.canonical import canonical, digest, plain
 from backends.util.errors import BackendsError
 from backends.util.files import remember_run_digests, sha256_file
@@ -184,15 +185,19 @@ class Graph:
         origin = self._origin(plan, download)
         # An origin is judged against the leg that takes it (steps/checks/origin.py): its tree is that leg's.
         fits = origin_check.expectation(plan, download, self._engine(plan.leg).root.parent) if origin else None
-        name = f"{fetch_manifest.stem}-{short_hash(fits)}" if fits else fetch_manifest.stem
+        # Keyed by what the stage takes too: legs share an extraction only when they take the
+        # same members, and a leg whose rules change gets the extraction of its new rules.
+        label = origin_filename(origin) if origin else download.filename
+        selection = takes(plan, download, label)
+        keyed = {**({"fits": fits} if fits else {}), **({"takes": selection} if selection else {})}
+        name = f"{fetch_manifest.stem}-{short_hash(*keyed.values())}" if keyed else fetch_manifest.stem
         target = self.build_root / "extract" / f"{name}.json"
         if target in self._shared:
             return self._reuse(target, plan.leg), target
-        label = origin_filename(origin) if origin else download.filename
         node = self._step([target], [fetch_node], "extract", plan.leg.id, label,
                           partial(actions.extract_download, self.run, download, fetch_manifest, target.with_suffix(""),
-                                  fits, label),
-                          {"roots": download.roots, **({"fits": fits} if fits else {})})
+                                  fits, label, selection),
+                          {"roots": download.roots, **keyed})
         self.env.Clean(node, str(target.with_suffix("")))
         self._shared[target] = node
         return node, target

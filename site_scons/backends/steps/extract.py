@@ -71,12 +71,25 @@ def archive_format(name: str | os.PathLike[str]) -> str:
     raise ExtractError(f"{name}: unknown archive type; expected one of {known}, or pass fmt=")
 
 
-def extract(archive: Path, dest: Path, fmt: str | None = None) -> list[FileEntry]:
+# Given a zip's members (canonical name -> file|dir|symlink), the names to write.
+Select = Callable[[dict[str, str]], set[str]]
+
+
+def extract(archive: Path, dest: Path, fmt: str | None = None, select: Select | None = None) -> list[FileEntry]:
     """Extract `archive` into `dest` (replacing it) and return the listing of `dest`.
 
     The archive is unpacked into `<dest>.tmp-<pid>` first and renamed into place, so
-    `dest` is either the old tree or the complete new one.
+    `dest` is either the old tree or the complete new one. With `select`, a zip's members
+    it does not name are left out (with what the kept symlinks resolve to kept); the listing
+    is then checked against the kept members. Tar and 7z archives are always whole: their
+    listing comes only with their bytes.
     """
+    return extract_counted(archive, dest, fmt, select)[0]
+
+
+def extract_counted(archive: Path, dest: Path, fmt: str | None = None,
+                    select: Select | None = None) -> tuple[list[FileEntry], int]:
+    """`extract`, and how many members it left out."""
     archive, dest = Path(archive), Path(dest)
     fmt = fmt or archive_format(archive)
     if fmt not in FORMATS:
@@ -87,7 +100,7 @@ def extract(archive: Path, dest: Path, fmt: str | None = None) -> list[FileEntry
         temp.mkdir(parents=True)
         writer = _TreeWriter(temp, archive)
         if fmt == "zip":
-            _extract_zip(archive, writer)
+            _extract_zip(archive, writer, select)
         elif fmt == "7z":
             _extract_7z(archive, writer)
         else:
@@ -104,7 +117,7 @@ def extract(archive: Path, dest: Path, fmt: str | None = None) -> list[FileEntry
     _replace_tree(temp, dest)
     entries = list_tree(dest)
     _check_listing(archive, dest, writer.expected(), entries)
-    return entries
+    return entries, writer.left_out
 
 
 def _check_listing(archive: Path, dest: Path, expected: dict[str, str], entries: list[FileEntry]) -> None:
@@ -172,7 +185,7 @@ def _tar_member(tar: tarfile.TarFile, member: tarfile.TarInfo, writer: _TreeWrit
         writer.reject(member.name, "is a device, fifo or other special file")
 
 
-def _extract_zip(archive: Path, writer: _TreeWriter) -> None:
+def _extract_zip(archive: Path, writer: _TreeWriter, select: Select | None = None) -> None:
     """Directories and symlinks in order; the files (each read by its own handle) on every
     core, when no member name repeats (a repeated name keeps the archive's order: the later
     member replaces the earlier one)."""
@@ -181,6 +194,10 @@ def _extract_zip(archive: Path, writer: _TreeWriter) -> None:
         names = [canonical_name(info.filename) for info in infos]
         files: list[tuple[zipfile.ZipInfo, bool]] = []
         parallel = len(set(names)) == len(names)
+        if select is not None:
+            kept = _selected(zipped, infos, names, select)
+            writer.left_out = sum(1 for name in names if name is not None and name not in kept)
+            infos = [info for info, name in zip(infos, names) if name is None or name in kept]
         for info in infos:
             unix_mode = info.external_attr >> 16
             file_type = stat.S_IFMT(unix_mode)
@@ -199,6 +216,44 @@ def _extract_zip(archive: Path, writer: _TreeWriter) -> None:
             else:
                 writer.reject(info.filename, "is a device, fifo or other special file")
         _write_files(zipped, files, writer)
+
+
+def _zip_kind(info: zipfile.ZipInfo) -> str:
+    file_type = stat.S_IFMT(info.external_attr >> 16)
+    if info.is_dir() or file_type == stat.S_IFDIR:
+        return "dir"
+    return "symlink" if file_type == stat.S_IFLNK else "file"
+
+
+def _selected(zipped: zipfile.ZipFile, infos: list[zipfile.ZipInfo], names: list[str | None],
+              select: Select) -> set[str]:
+    """What `select` keeps of the members, plus what every kept symlink resolves to (and all
+    below it, were it a directory): a kept link never dangles where the whole tree's would not.
+    Unsafe names are kept, so the writer refuses the archive as it would whole."""
+    members: dict[str, str] = {}
+    unsafe: set[str] = set()
+    for info, name in zip(infos, names):
+        if name is None:
+            continue
+        members[name] = _zip_kind(info)
+        if _name_problem(info.filename):
+            unsafe.add(name)
+    symlinks = {name: zipped.read(info).decode("utf-8", "replace")
+                for info, name in zip(infos, names) if name is not None and members[name] == "symlink"}
+    kept = select(members) | unsafe
+    pending = [name for name in kept if name in symlinks]
+    while pending:
+        link = pending.pop()
+        passed: list[str] = []
+        resolved = _resolve(link, symlinks[link], symlinks, passed)
+        target = "/".join(resolved or [])
+        reached = set(passed)
+        if target:  # else outside the tree, or the tree itself: the writer judges the link
+            reached |= {name for name in members if name == target or name.startswith(f"{target}/")}
+        reached -= kept
+        kept |= reached
+        pending += [name for name in reached if name in symlinks]
+    return kept
 
 
 def _write_files(zipped: zipfile.ZipFile, files: list[tuple[zipfile.ZipInfo, bool]], writer: _TreeWriter) -> None:
@@ -357,6 +412,7 @@ class _TreeWriter:
         self.archive = archive
         self.kinds: dict[str, str] = {}  # member name -> "file" | "dir" | "symlink" | "hardlink"
         self.links: list[_Link] = []
+        self.left_out = 0  # members a selection did not take
 
     def reject(self, raw_name: str, reason: str) -> NoReturn:
         raise ExtractError(f"{self.archive}: member {raw_name!r} {reason}; refusing to extract it")
@@ -513,8 +569,9 @@ def canonical_name(raw_name: str) -> str | None:
     return "/".join(parts) or None
 
 
-def _resolve(name: str, target: str, symlinks: dict[str, str]) -> list[str] | None:
+def _resolve(name: str, target: str, symlinks: dict[str, str], passed: list[str] | None = None) -> list[str] | None:
     """Resolve symlink `name -> target` within the archive; None if it leaves the tree.
+    The archive's symlinks it goes through are appended to `passed`.
 
     Works on names only, following the archive's own symlinks, so it gives the same
     answer whatever order the members came in and whatever is on disk.
@@ -534,6 +591,8 @@ def _resolve(name: str, target: str, symlinks: dict[str, str]) -> list[str] | No
         stack.append(part)
         inner = symlinks.get("/".join(stack))
         if inner is not None:
+            if passed is not None:
+                passed.append("/".join(stack))
             hops += 1
             if hops > _MAX_SYMLINK_HOPS or inner.startswith(("/", "\\")) or _DRIVE_LETTER.match(inner):
                 return None

@@ -3,14 +3,16 @@ staged: a CUDA wheel given to a CPU leg, a CPU build to a `-cuda` leg, or binari
 OS or architecture would otherwise be staged and archived under the leg's name, and fail only
 in verify or in the smoke's CMake configure ("uses CUDA but I cannot find the CUDA libraries").
 
-Judged is every binary under the download's root (found by its bytes, never by its name), by
-what it is: its format and machine (ELF e_machine, Mach-O cputype, PE machine), and,
+Judged is every binary under the download's root that the extraction holds (found by its
+bytes, never by its name; a zip's extraction holds what the stage's rules take, steps/takes.py:
+what would be staged), by what it is: its format and machine (ELF e_machine, Mach-O cputype, PE machine), and,
 against the evidence engines/contracts.toml names for the accelerators upstream ships as builds
 of their own (`[origins] builds`), its own name (`libraries`: SONAME, install name, DLL name),
 what it loads (`links`: DT_NEEDED, LC_LOAD_*DYLIB, PE imports) and defines (`symbols`). The
 leg's own such accelerators must show some of their evidence, the engine's others none. The
-judgement reads no stage rule, so editing one reruns the stage, never the extraction. Refused,
-the message names what was found and the leg it would fit.
+judgement reads no stage rule itself; a zip's extraction is keyed by them, so editing one that
+reads it re-extracts (and judges again). Refused, the message names what was found and the leg
+it would fit.
 """
 from __future__ import annotations
 
