@@ -996,3 +996,27 @@ def fixsrc_archive(leg_id: str) -> str:
 
 def fixbin_archive(leg_id: str) -> str:
     return archive_name("fixbin", FIXBIN_VERSION, leg_id)
+
+
+def fetchcontent_of_deps_txt(deps_txt: str) -> str:
+    """CMake that declares each `name;URL;SHA1` line of `deps_txt` by FetchContent, preferring
+    `<source>/mirror/<URL without https://>` as ONNX Runtime's CMake does, and makes `dep`
+    available: the fixture upstreams' build-time download."""
+    return """\
+include(FetchContent)
+file(STRINGS %s DEPS)
+foreach(DEP IN LISTS DEPS)
+  if(NOT DEP MATCHES "^#")
+    list(POP_FRONT DEP NAME)
+    list(POP_FRONT DEP URL)
+    set(DEP_URL_${NAME} ${URL})
+    set(DEP_SHA1_${NAME} ${DEP})
+    string(REGEX REPLACE "^https://" "${CMAKE_SOURCE_DIR}/mirror/" LOCAL "${URL}")
+    if(EXISTS "${LOCAL}")
+      set(DEP_URL_${NAME} "${LOCAL}")
+    endif()
+  endif()
+endforeach()
+FetchContent_Declare(dep URL ${DEP_URL_dep} URL_HASH SHA1=${DEP_SHA1_dep})
+FetchContent_MakeAvailable(dep)
+""" % deps_txt

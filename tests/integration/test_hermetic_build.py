@@ -18,27 +18,13 @@ from backends.steps import build_downloads as serve
 from backends.steps import fetch
 from backends.steps.context import LegDirs
 from backends.steps.upstream import NetworkOffError, run_commands
+from fixtures import fetchcontent_of_deps_txt
 
 URL = "https://deps.example.invalid/dep/archive/v1.0.tar.gz"  # never reachable: the mirror must serve it
-UPSTREAM_CMAKE = """\
+UPSTREAM_CMAKE = ("""\
 cmake_minimum_required(VERSION 3.24)
 project(fixture_upstream C)
-include(FetchContent)
-file(STRINGS deps.txt DEPS)
-foreach(DEP IN LISTS DEPS)
-  if(NOT DEP MATCHES "^#")
-    list(POP_FRONT DEP NAME)
-    list(POP_FRONT DEP URL)
-    set(DEP_URL_${NAME} ${URL})
-    set(DEP_SHA1_${NAME} ${DEP})
-    string(REGEX REPLACE "^https://" "${CMAKE_SOURCE_DIR}/mirror/" LOCAL "${URL}")
-    if(EXISTS "${LOCAL}")
-      set(DEP_URL_${NAME} "${LOCAL}")
-    endif()
-  endif()
-endforeach()
-FetchContent_Declare(dep URL ${DEP_URL_dep} URL_HASH SHA1=${DEP_SHA1_dep})
-FetchContent_MakeAvailable(dep)
+""" + fetchcontent_of_deps_txt("deps.txt") + """\
 # What TFLite's OverridableFetchContent_Populate does for a dependency without a license file.
 if(DEFINED LICENSE_URL)
   file(DOWNLOAD "${LICENSE_URL}" "${CMAKE_BINARY_DIR}/LICENSE.txt" STATUS RESULT)
@@ -49,7 +35,7 @@ if(DEFINED LICENSE_URL)
 endif()
 add_library(upstream STATIC upstream.c)
 target_link_libraries(upstream PRIVATE dep)
-"""
+""")
 
 
 def _dep_archive() -> bytes:

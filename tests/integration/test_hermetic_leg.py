@@ -16,35 +16,20 @@ import pytest
 
 import fixtures
 from backends.runner.network import isolation_prefix
-from fixtures import LegRow, scons
+from fixtures import LegRow, fetchcontent_of_deps_txt, scons
 
 LEG = "fixdeps-linux-x86_64-shared"
 ARCHIVE = "fixdeps-1.0.0-Linux-x86_64-shared.zip"
 DEP_URL = "https://deps.example.invalid/dep/archive/v1.0.tar.gz"  # unreachable: only mirror= has it
-UPSTREAM_CMAKE = """\
+UPSTREAM_CMAKE = ("""\
 cmake_minimum_required(VERSION 3.24)
 project(fixdeps C)
-include(FetchContent)
-file(STRINGS cmake/deps.txt DEPS)
-foreach(DEP IN LISTS DEPS)
-  if(NOT DEP MATCHES "^#")
-    list(POP_FRONT DEP NAME)
-    list(POP_FRONT DEP URL)
-    set(DEP_URL_${NAME} ${URL})
-    set(DEP_SHA1_${NAME} ${DEP})
-    string(REGEX REPLACE "^https://" "${CMAKE_SOURCE_DIR}/mirror/" LOCAL "${URL}")
-    if(EXISTS "${LOCAL}")
-      set(DEP_URL_${NAME} "${LOCAL}")
-    endif()
-  endif()
-endforeach()
-FetchContent_Declare(dep URL ${DEP_URL_dep} URL_HASH SHA1=${DEP_SHA1_dep})
-FetchContent_MakeAvailable(dep)
+""" + fetchcontent_of_deps_txt("cmake/deps.txt") + """\
 add_library(fixdeps SHARED fixdeps.c)
 target_link_libraries(fixdeps PRIVATE dep)
 install(TARGETS fixdeps LIBRARY DESTINATION lib)
 install(FILES fixdeps.h DESTINATION include)
-"""
+""")
 RECIPE = '''\
 """fixdeps (fixture): an upstream whose CMake downloads what cmake/deps.txt lists."""
 from __future__ import annotations
