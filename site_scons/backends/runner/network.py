@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from backends.runner.run import LOG_HEADER_START, LOG_OUTPUT_START
+
 _URL = re.compile(r"(?:https?|git|ssh)://[^\s'\"<>()\[\]]+")
 
 
@@ -46,8 +48,19 @@ def urls_in(lines: Iterable[str]) -> list[str]:
 
 
 def tried_urls(log: Path, limit: int = 20) -> list[str]:
-    """The URLs in a command's log: what a build with the network off tried to reach."""
+    """The URLs in the output of the log's last command: what a build with the network off
+    tried to reach (not its header's argv and environment, nor earlier commands' output)."""
     try:
-        return urls_in(log.read_text(errors="replace").splitlines())[:limit]
+        return urls_in(last_output(log.read_text(errors="replace").splitlines()))[:limit]
     except OSError:
         return []
+
+
+def last_output(lines: list[str]) -> list[str]:
+    """The output lines of the last command a step log holds (runner.run writes a header per command)."""
+    starts = [i for i, line in enumerate(lines) if line.startswith(LOG_HEADER_START)]
+    if not starts:
+        return lines
+    header = starts[-1]
+    body = next((i + 1 for i in range(header, len(lines)) if lines[i] == LOG_OUTPUT_START), len(lines))
+    return lines[body:]

@@ -223,16 +223,21 @@ def is_credential(name: str) -> bool:
     return bool(_SECRET.search(name))
 
 
+# A command's log entry: a header (its argv, cwd and environment), then this line, then its output.
+LOG_HEADER_START = "==== ["
+LOG_OUTPUT_START = "output:"
+
+
 def _log_header(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
                 label: str) -> str:
     lines = [
-        f"==== [{label}] started {time.strftime('%Y-%m-%d %H:%M:%S')}",
+        f"{LOG_HEADER_START}{label}] started {time.strftime('%Y-%m-%d %H:%M:%S')}",
         f"argv: {json.dumps(list(argv))}",
         f"cwd: {cwd}",
         "env:",
     ]
     lines.extend(f"  {key}={'<redacted>' if _SECRET.search(key) else env[key]}" for key in sorted(env))
-    lines.append("output:")
+    lines.append(LOG_OUTPUT_START)
     return "\n".join(lines) + "\n"
 
 
