@@ -11,15 +11,19 @@ submodules are fetched by the checkout that needs them, not here).
 """
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from backends.graph.settings import Settings
-from backends.model.plan import Download, Plan
+from backends.model.matrix import Matrix
+from backends.model.plan import Plan
+from backends.pins.inputs import GIT, Input, collect
 from backends.steps import fetch as fetch_step
 from backends.steps import git as git_step
+from backends.util.files import hardlink_or_copy, temp_path_for
 from backends.util.textfit import format_table
 
 
@@ -34,61 +38,51 @@ class Fetched:
         return text + (f"; {len(self.failures)} not: " + "; ".join(self.failures) if self.failures else "")
 
 
-def unique_downloads(plans: Iterable[Plan]) -> list[tuple[str, Download]]:
-    """(engine, download) once per pinned file name or git source, in first-use order."""
-    seen: dict[tuple[str, str, str], tuple[str, Download]] = {}
-    for plan in plans:
-        for download in plan.downloads:
-            key = (plan.leg.engine, download.kind, download.url if download.kind == "git" else download.filename)
-            seen.setdefault(key, (plan.leg.engine, download))
-    return list(seen.values())
-
-
-def _fetch_file(download: Download, settings: Settings) -> Path:
-    if not download.sha256:
-        raise fetch_step.FetchError(f"{download.filename} has no sha256 pin: `scons lock` records it")
-    return fetch_step.fetch(fetch_step.Download(download.url, download.filename, download.sha256),
+def _fetch_file(item: Input, settings: Settings) -> Path:
+    if not item.pin:
+        raise fetch_step.FetchError(f"{item.name} has no sha256 pin: `scons lock` records it")
+    return fetch_step.fetch(fetch_step.Download(item.url, item.key, item.pin),
                             fetch_step.FetchSettings(cache_dir=settings.cache, mirrors=settings.mirrors,
                                                      offline=settings.offline)).path
 
 
-def _fetch_git(download: Download, settings: Settings, logs: Path) -> Path:
-    if not download.commit:
-        raise git_step.GitError(f"{download.url} at {download.ref} has no commit pin: `scons lock` records it")
+def _fetch_git(item: Input, settings: Settings, logs: Path) -> Path:
+    if not item.pin:
+        raise git_step.GitError(f"{item.url} at {item.ref} has no commit pin: `scons lock` records it")
     remotes = git_step.Remotes(settings.cache, settings.mirrors, settings.offline)
-    git_step.fetch(download.url, download.commit, remotes, log=logs / f"fetch-{download.name}.log",
-                   label=f"git {download.filename}")
-    return remotes.mirror(download.url)
+    git_step.fetch(item.url, item.pin, remotes, log=logs / f"fetch-{item.source}.log", label=f"git {item.source}")
+    return remotes.mirror(item.url)
 
 
-def _write_out(path: Path, download: Download, out: Path) -> None:
-    if download.kind == "git":
-        dest = out / git_step.repository_name(download.url)
-        shutil.copytree(path, dest, dirs_exist_ok=True)
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, out / download.filename)
+def _write_out(path: Path, item: Input, out: Path) -> None:
+    if item.kind == GIT:
+        shutil.copytree(path, out / git_step.repository_name(item.url), dirs_exist_ok=True)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    dest = out / item.key
+    temp = temp_path_for(dest)
+    hardlink_or_copy(path, temp)
+    os.replace(temp, dest)
 
 
-def fetch_inputs(plans: Sequence[Plan], settings: Settings, logs: Path, mirror_out: Path | None = None) -> Fetched:
-    """Fetch (and verify) each input of `plans` once; with `mirror_out`, lay it out there too."""
+def fetch_inputs(plans: Sequence[Plan], matrix: Matrix, settings: Settings, logs: Path) -> Fetched:
+    """Fetch (and verify) each input of `plans` once, the files other files name included
+    (pins.inputs.collect, as `scons pins` counts them); with `settings.mirror_out`, lay it out there too."""
     done = Fetched()
     logs.mkdir(parents=True, exist_ok=True)
-    for engine, download in unique_downloads(plans):
-        what = f"{engine} {download.name}"
+    upstreams = {(plan.leg.engine, d.name) for plan in plans for d in plan.downloads if d.upstream}
+    for item in collect(plans, matrix):
         try:
-            path = _fetch_git(download, settings, logs) if download.kind == "git" else _fetch_file(download, settings)
-            if mirror_out is not None:
-                _write_out(path, download, mirror_out)
+            path = _fetch_git(item, settings, logs) if item.kind == GIT else _fetch_file(item, settings)
+            if settings.mirror_out is not None:
+                _write_out(path, item, settings.mirror_out)
         except (fetch_step.FetchError, git_step.GitError, OSError) as error:
-            done.failures.append(f"{what}: {error}")
-            done.rows.append({"engine": engine, "input": download.name, "state": "failed", "pin": "",
-                              "url": download.url})
+            done.failures.append(f"{item.label}: {error}")
+            done.rows.append({"engine": item.engine, "input": item.name, "state": "failed", "pin": "", "url": item.url})
             continue
-        pin = download.commit if download.kind == "git" else download.sha256
-        state = "upstream's build" if download.upstream else "fetched"
-        done.rows.append({"engine": engine, "input": download.name, "state": state, "pin": pin[:12],
-                          "url": download.url})
+        state = "upstream's build" if (item.engine, item.source) in upstreams else "fetched"
+        done.rows.append({"engine": item.engine, "input": item.name, "state": state, "pin": item.pin[:12],
+                          "url": item.url})
     return done
 
 

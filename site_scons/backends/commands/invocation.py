@@ -246,7 +246,19 @@ def _settings(arguments: Mapping[str, str], root: Path, launch_dir: Path, enviro
         lock_minutes=int(value("lock_minutes")),
         signer=signer,
         trust=trust,
+        mirror_out=_mirror_out(value("mirror_out"), launch_dir),
     )
+
+
+def _mirror_out(text: str, launch_dir: Path) -> Path | None:
+    """Where `scons fetch` lays its inputs out: a local directory (plain, `file://`, `~`), never a URL."""
+    if not text:
+        return None
+    located = _location("mirror_out", text, launch_dir)
+    if is_url(located):
+        raise SelectionError(f"mirror_out={_short(text)} is a URL: it names a local directory to write "
+                             "(serve that directory over HTTP yourself for mirror=)")
+    return Path(located)
 
 
 # -- targets ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ class Settings:
     lock_minutes: int = 0  # `scons lock`: no fetch starts after this long (0: no bound)
     signer: Signer | None = None  # signs what is stored
     trust: Trust = Trust(frozenset())  # whose entries are restored
+    mirror_out: Path | None = None  # `scons fetch`: also lay every input out here, as mirror= reads it
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,8 @@ BAD_INPUTS = [
     ({"mirror": f"https://{URL_TOKEN}@mirror.example.org/"}, (), "mirror=<redacted: a URL with credentials"),
     ({"origin": f"release=https://user:{URL_TOKEN}@files.example.org/torch.whl"}, (ORT_SHARED,),
      "origin=<redacted: a URL with credentials"),
+    ({"mirror_out": "https://mirror.example.org/anira"}, ("fetch",), "mirror_out=https://mirror.example.org/anira is a URL"),
+    ({"mirror_out": "ftp://mirror.example.org/anira"}, ("fetch",), "mirror_out=ftp://mirror.example.org/anira: unsupported URL scheme"),
 ]
 
 
