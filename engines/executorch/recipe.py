@@ -352,12 +352,14 @@ def ios_configure_argv(leg: Leg, engine: Engine, preset: str) -> tuple[str, ...]
 
 def _ios_slice(leg: Leg, engine: Engine, preset: str) -> list[Command]:
     slice_dir = _ios_slice_dir(preset)
+    served = bool(_kleidiai(leg, engine))  # as on the desktop: KleidiAI is the one download of a slice's build
     return [
         _fresh_cache(slice_dir, f" {preset}"),
         _host_tool_cleanup(slice_dir, f" {preset}"),
-        Command(f"configure {preset}", ios_configure_argv(leg, engine, preset), env=_codegen_env(leg)),
+        Command(f"configure {preset}", ios_configure_argv(leg, engine, preset), env=_codegen_env(leg),
+                network=not served),
         Command(f"build {preset}", ("cmake", "--build", slice_dir, "--config", "Release", "-j", JOBS),
-                env=_codegen_env(leg)),
+                env=_codegen_env(leg), network=not served),
         Command(f"bundle {preset}", ("{python}", "-m", "backends.steps.bundle", "--from-tree", slice_dir,
                                      "--exclude", IOS_BUNDLE_EXCLUDE,
                                      "--out", f"{{build}}/xcframework/{preset}/libexecutorch.a")),

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from backends.model.engine import DataError, when_matches
+from backends.model.engine import DataError, When, when_matches
 from backends.model.leg import Leg
 from backends.model.plan import Contract, Evidence, Floor
 from backends.model.recipe_kit import facts, license_dir
@@ -33,7 +33,7 @@ WHEN_KEYS = tuple(key for key in CONDITIONS if key not in ("flavor", "accelerato
 @dataclass(frozen=True)
 class EvidenceRow:
     evidence: Evidence
-    when: Mapping[str, tuple[str, ...]]
+    when: When
 
     def applies_to(self, leg: Leg) -> bool:
         return when_matches(self.when, facts(leg))
@@ -42,7 +42,7 @@ class EvidenceRow:
 @dataclass(frozen=True)
 class FloorRow:
     floors: tuple[Floor, ...]  # one per library glob of the row
-    when: Mapping[str, tuple[str, ...]]
+    when: When
 
     def applies_to(self, leg: Leg) -> bool:
         return when_matches(self.when, facts(leg))
@@ -51,7 +51,7 @@ class FloorRow:
 @dataclass(frozen=True)
 class LicenseRow:
     files: tuple[str, ...]  # names under share/licenses/<engine>/
-    when: Mapping[str, tuple[str, ...]]
+    when: When
 
     def applies_to(self, leg: Leg) -> bool:
         return when_matches(self.when, facts(leg))
@@ -168,11 +168,21 @@ def _row(accelerator: str, raw: object, where: str) -> EvidenceRow:
     return EvidenceRow(evidence, when)
 
 
-def _when(row: dict, where: str) -> Mapping[str, tuple[str, ...]]:
-    """A row's `when` table: leg facts and the values each accepts."""
-    when = _table(row.get("when", {}), f"{where}.when")
-    _only(when, WHEN_KEYS, f"{where}.when")
-    return MappingProxyType({key: _strings(value, f"{where}.when.{key}") for key, value in when.items()})
+def _when(row: dict, where: str) -> When:
+    """A row's `when`: a table of leg facts and the values each accepts, or a list of such
+    tables (any of), as in engine.toml."""
+    raw = row.get("when", {})
+    if not isinstance(raw, list):
+        return (_when_table(raw, f"{where}.when"),)
+    if not raw:
+        raise DataError(f"{where}.when: expected a table or a non-empty list of tables, got []")
+    return tuple(_when_table(table, f"{where}.when[{i}]") for i, table in enumerate(raw))
+
+
+def _when_table(raw: object, where: str) -> Mapping[str, tuple[str, ...]]:
+    when = _table(raw, where)
+    _only(when, WHEN_KEYS, where)
+    return MappingProxyType({key: _strings(value, f"{where}.{key}") for key, value in when.items()})
 
 
 def _engine_floors(raw: object, where: str) -> tuple[FloorRow, ...]:

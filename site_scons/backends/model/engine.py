@@ -41,15 +41,31 @@ BUILD_DOWNLOAD_READERS = ("ort-deps", "tflite-cmake", "xnnpack-kleidiai", "bazel
 _NUMBERS = re.compile(r"[0-9]+(\.[0-9]+)*")
 
 
-def when_matches(when: Mapping[str, tuple[str, ...]], facts: Mapping[str, str | tuple[str, ...]]) -> bool:
-    """A `when` table (key -> accepted values) against a leg's facts (recipe_kit.facts): every
-    key must accept one of the leg's values (a leg has several accelerators, say)."""
-    for key, accepted in when.items():
+# A `when`: the tables of leg facts (key -> accepted values) any one of which selects a leg;
+# none selects every leg. The data writes one table, or a list of them.
+When = tuple[Mapping[str, tuple[str, ...]], ...]
+ALWAYS: When = ()
+
+
+def when_matches(when: When, facts: Mapping[str, str | tuple[str, ...]]) -> bool:
+    """A `when` against a leg's facts (recipe_kit.facts): some table, or none given, matches."""
+    return not when or any(_table_matches(table, facts) for table in when)
+
+
+def _table_matches(table: Mapping[str, tuple[str, ...]], facts: Mapping[str, str | tuple[str, ...]]) -> bool:
+    """Every key accepts one of the leg's values (a leg has several accelerators, say)."""
+    for key, accepted in table.items():
         have = facts[key]
         values = have if isinstance(have, tuple) else (have,)
         if not set(values) & set(accepted):
             return False
     return True
+
+
+def describe_when(when: When, equals: str = " = ") -> str:
+    """`arch = arm64|aarch64 or platform = ios`, for messages; `always` for none."""
+    tables = [", ".join(f"{key}{equals}{'|'.join(values)}" for key, values in table.items()) for table in when]
+    return " or ".join(tables) or "always"
 
 
 def version_key(version: str, width: int = 0) -> tuple[int, ...] | None:
@@ -91,7 +107,7 @@ class PatchSpec:
     reason: str
     upstream: str
     until: str
-    when: Mapping[str, tuple[str, ...]]  # every key must match; a key matches any of its values
+    when: When  # some table must match: every key of it, a key matching any of its values
 
     def applies_to(self, facts: Mapping[str, str | tuple[str, ...]]) -> bool:
         return when_matches(self.when, facts)
@@ -112,7 +128,7 @@ class SubmoduleSpec:
     paths: tuple[str, ...]
     reason: str
     switch: str = ""  # a build switch (CMake option, environment variable) that needs them
-    when: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    when: When = ALWAYS
 
     def applies_to(self, facts: Mapping[str, str | tuple[str, ...]], switches: frozenset[str]) -> bool:
         return when_matches(self.when, facts) and (not self.switch or self.switch in switches)
@@ -121,7 +137,7 @@ class SubmoduleSpec:
     def condition(self) -> str:
         """What selects it, for messages: `switch X`, `when os=ios`, or `always`."""
         parts = [f"switch {self.switch}"] if self.switch else []
-        parts += [f"when {key}={'|'.join(values)}" for key, values in self.when.items()]
+        parts += [f"when {describe_when(self.when, '=')}"] if self.when else []
         return ", ".join(parts) or "always"
 
     @property
@@ -142,7 +158,7 @@ class BuildDownload:
     ref: str = ""  # the tag or commit of `git`
     where: str = ""  # the file of upstream's tree that declares it
     reader: str = ""  # which reader found it (pins/build_downloads.py READERS)
-    when: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    when: When = ALWAYS
     license: str = ""  # as upstream states it, where it does
 
     @property
@@ -248,10 +264,18 @@ def _submodules_mode(value: object, label: str, where: str) -> bool | str:
                     f"\"{SELECTED}\" (only those the [[submodules]] entries select for the leg), not {value!r}")
 
 
-def _conditions(raw: object, label: str, where: str) -> Mapping[str, tuple[str, ...]]:
-    """A patch's `when` table: known keys only, each a value or a list of values (any of)."""
-    if not isinstance(raw, Mapping):
-        raise DataError(f"{where}: when must be a table such as {{ os = \"windows\" }}, not {raw!r}")
+def parse_when(raw: object, label: str, where: str) -> When:
+    """A `when`: a table of known keys, each a value or a list of values (any of), or a
+    non-empty list of such tables (any of)."""
+    tables = raw if isinstance(raw, list) else [raw]
+    if not tables or not all(isinstance(table, Mapping) for table in tables):
+        raise DataError(f"{where}: when must be a table such as {{ os = \"windows\" }}, or a list of them "
+                        f"(any of), not {raw!r}")
+    return tuple(_conditions(table, where) for table in tables if isinstance(table, Mapping))
+
+
+def _conditions(raw: Mapping, where: str) -> Mapping[str, tuple[str, ...]]:
+    """One table of a `when`: every key must match."""
     conditions = {}
     for key, value in raw.items():
         if key not in CONDITIONS:
@@ -308,14 +332,14 @@ PATCH_FIELDS = (
     Field("reason", line),
     Field("upstream", optional(url()), ""),
     Field("until", optional(version), ""),
-    Field("when", _conditions, MappingProxyType({})),
+    Field("when", parse_when, ALWAYS),
 )
 SUBMODULE_FIELDS = (
     Field("source", path_component, "source"),
     Field("paths", list_of(_SUBMODULE_PATH)),
     Field("reason", line),
     Field("switch", optional(_SWITCH), ""),
-    Field("when", _conditions, MappingProxyType({})),
+    Field("when", parse_when, ALWAYS),
 )
 _UPSTREAM_HASH = matching(r"(sha1:[0-9a-f]{40}|sha256:[0-9a-f]{64}|md5:[0-9a-f]{32})",
                           "is not <algorithm>:<hex> (sha1:, sha256: or md5:)")
@@ -327,7 +351,7 @@ BUILD_DOWNLOAD_FIELDS = (
     Field("ref", optional(_GIT_REF), ""),
     Field("where", optional(line), ""),
     Field("reader", one_of(BUILD_DOWNLOAD_READERS)),
-    Field("when", _conditions, MappingProxyType({})),
+    Field("when", parse_when, ALWAYS),
     Field("license", optional(line), ""),
 )
 _URL_SCHEMES = {"archive": ("http", "https"), "git": ("http", "https", "file")}

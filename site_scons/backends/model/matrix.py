@@ -8,7 +8,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from backends.model.engine import DataError, Engine, load_engine, when_matches
+from backends.model.engine import DataError, Engine, describe_when, load_engine, when_matches
 from backends.model.leg import Leg, leg_id
 from backends.model.platforms import platform_table
 from backends.model.recipe_kit import facts
@@ -199,9 +199,8 @@ def _check_patches(engines: Mapping[str, Engine], legs: list[Leg]) -> None:
         leg_facts = [facts(leg) for leg in legs if leg.engine == engine.name and not leg.aggregate]
         for patch in engine.patches:
             if not any(patch.applies_to(one) for one in leg_facts):
-                when = ", ".join(f"{key} = {'|'.join(values)}" for key, values in patch.when.items())
                 raise DataError(f"engines/{engine.name}/engine.toml: patch {patch.file} applies to no leg of "
-                                f"variants/{engine.name}.toml (when {when or 'always'})")
+                                f"variants/{engine.name}.toml (when {describe_when(patch.when)})")
         for entry in engine.submodules:
             if not any(when_matches(entry.when, one) for one in leg_facts):
                 raise DataError(f"engines/{engine.name}/engine.toml: {entry.label} matches no leg of "

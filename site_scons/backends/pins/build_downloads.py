@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 from xml.etree import ElementTree
 
-from backends.model.engine import BUILD_DOWNLOAD_READERS, BuildDownload, DataError
+from backends.model.engine import BUILD_DOWNLOAD_READERS, BuildDownload, DataError, When
 
 READERS = BUILD_DOWNLOAD_READERS
 ORT_DEPS, TFLITE_CMAKE, XNNPACK_KLEIDIAI, BAZEL, EMSDK, NUGET = READERS
@@ -334,9 +334,15 @@ def toml_entries(items: Iterable[BuildDownload]) -> str:
                   "git": item.git, "ref": item.ref, "where": item.where, "license": item.license}
         body = "".join(f'{key} = "{value}"\n' for key, value in fields.items() if value)
         if item.when:
-            body += f"when = {_inline_table(item.when)}\n"
+            body += f"when = {_when_value(item.when)}\n"
         blocks.append("[[build_downloads]]\n" + body)
     return "\n".join(blocks)
+
+
+def _when_value(when: When) -> str:
+    """A `when` as engine.toml writes it: one inline table, or a list of them."""
+    tables = [_inline_table(table) for table in when]
+    return tables[0] if len(tables) == 1 else f"[{', '.join(tables)}]"
 
 
 def _inline_table(when: Mapping[str, tuple[str, ...]]) -> str:

@@ -22,10 +22,9 @@ import sys
 import tomllib
 from dataclasses import replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Sequence
 
-from backends.model.engine import BuildDownload, DataError
+from backends.model.engine import BuildDownload, DataError, parse_when
 from backends.pins import build_downloads as readers
 from backends.pins import engine_toml
 from backends.util.files import atomic_write_text, sha256_file
@@ -111,8 +110,8 @@ def _with_maintainers_fields(text: str, reader: str, items: Sequence[BuildDownlo
     kept = []
     for item in items:
         entry = recorded.get(item.name, {})
-        when = {key: tuple(value) if isinstance(value, list) else (value,) for key, value in entry.get("when", {}).items()}
-        kept.append(replace(item, when=MappingProxyType(when) if when else item.when,
+        when = parse_when(entry["when"], "when", "engine.toml") if "when" in entry else item.when
+        kept.append(replace(item, when=when,
                             license=item.license or entry.get("license", "")))
     return kept
 

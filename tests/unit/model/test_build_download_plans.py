@@ -23,7 +23,7 @@ EIGEN = BuildDownload("eigen", "https://gitlab.com/libeigen/eigen/-/archive/abc/
                       git="https://gitlab.com/libeigen/eigen.git", ref="abc", reader="tflite-cmake")
 KLEIDIAI = BuildDownload("kleidiai", "https://gitlab.arm.com/kleidi/kleidiai/-/archive/c0/kleidiai-c0.zip",
                          "sha256:" + "2" * 64, reader="xnnpack-kleidiai",
-                         when=MappingProxyType({"arch": ("arm64",)}))
+                         when=(MappingProxyType({"arch": ("arm64",)}),))
 
 
 def _engine(name: str, *entries: BuildDownload, pinned: bool = True):
@@ -116,7 +116,7 @@ def test_every_from_source_leg_says_where_its_build_time_downloads_come_from() -
 def test_the_tree_check_counts_entries_a_when_keeps_from_the_leg() -> None:
     protoc = BuildDownload("protoc_win64", "https://github.com/protocolbuffers/protobuf/releases/download/v21.12/"
                            "protoc-21.12-win64.zip", "sha1:" + "4" * 40, reader="ort-deps",
-                           when=MappingProxyType({"os": ("windows",)}))
+                           when=(MappingProxyType({"os": ("windows",)}),))
     plan = plan_leg(_source_leg("onnxruntime"), _engine("onnxruntime", ABSEIL, protoc), MATRIX)
     assert [d.name for d in plan.downloads if d.upstream] == ["dep-abseil_cpp"]  # not fetched for linux
     check = next(c for c in plan.build if c.label == "check ort-deps downloads")
@@ -148,9 +148,34 @@ def test_executorch_arm64_legs_fetch_the_recorded_kleidiai_by_upstreams_sha256()
 
 
 def test_a_leg_no_recorded_entry_takes_is_told_so_not_that_none_is_recorded() -> None:
-    """ExecuTorch's x86_64 and xcframework legs take no KleidiAI entry: plan=1 says the entries
-    exist and that upstream still downloads what that leg's build needs."""
-    for leg in (_source_leg("executorch", "linux", "x86_64"), _source_leg("executorch", "ios")):
-        text = render_plan(plan_leg(leg, MATRIX.engines["executorch"], MATRIX))
-        assert "recorded, but no entry's `when` takes this leg" in text, leg.id
-        assert "none recorded yet" not in text
+    """ExecuTorch's x86_64 legs take no KleidiAI entry: plan=1 says the entries exist and that
+    upstream still downloads what that leg's build needs."""
+    text = render_plan(plan_leg(_source_leg("executorch", "linux", "x86_64"), MATRIX.engines["executorch"], MATRIX))
+    assert "recorded, but no entry's `when` takes this leg" in text
+    assert "none recorded yet" not in text
+
+
+def test_executorch_xcframework_slices_are_handed_the_fetched_kleidiai_network_off() -> None:
+    """The iOS legs have no single arch but their presets build XNNPACK with Kleidi on: the
+    entry's second `when` table takes them, and each slice's configure gets the tree."""
+    engine = MATRIX.engines["executorch"]
+    for leg in (leg for leg in MATRIX.legs if leg.engine == "executorch" and leg.platform == "ios"):
+        plan = plan_leg(leg, engine, MATRIX)
+        [kleidiai] = [d for d in plan.downloads if d.upstream]
+        slices = [c for c in plan.build if c.label.startswith(("configure ios", "build ios"))]
+        assert len(slices) == 4, leg.id
+        assert all(not c.network for c in slices), leg.id
+        configures = [c for c in slices if c.label.startswith("configure")]
+        assert all(f"-DKLEIDIAI_SOURCE_DIR={{extract:{kleidiai.name}}}" in c.argv for c in configures), leg.id
+        assert "fetched and pinned here" in render_plan(plan)
+
+
+def test_without_the_ios_table_the_xcframework_slices_download_kleidiai_themselves_network_on() -> None:
+    engine = MATRIX.engines["executorch"]
+    [entry] = engine.build_downloads
+    arm_only = replace(engine, build_downloads=(replace(entry, when=entry.when[:1]),))
+    plan = plan_leg(_source_leg("executorch", "ios"), arm_only, MATRIX)
+    assert not any(d.upstream for d in plan.downloads)
+    assert all(c.network and not any("KLEIDIAI" in a for a in c.argv)
+               for c in plan.build if c.label.startswith(("configure ios", "build ios")))
+    assert "recorded, but no entry's `when` takes this leg" in render_plan(plan)

@@ -37,6 +37,10 @@ def test_the_projects_data_loads():
     ("[[evidence.onnxruntime.coreml]]\nfiles = ['x']\nwhen = { flavour = 'gpu' }\n",
      "evidence.onnxruntime.coreml[0].when: unknown field flavour; fields: platform, os, arch, kind, linkage, "
      "config, source"),
+    ("[[evidence.onnxruntime.coreml]]\nfiles = ['x']\nwhen = [{ os = 'macos' }, { flavour = 'gpu' }]\n",
+     "evidence.onnxruntime.coreml[0].when[1]: unknown field flavour"),
+    ("[[evidence.onnxruntime.coreml]]\nfiles = ['x']\nwhen = []\n",
+     "evidence.onnxruntime.coreml[0].when: expected a table or a non-empty list of tables, got []"),
     ("[[evidence.onnxruntime.coreml]]\nwhen = { os = 'macos' }\n",
      "evidence.onnxruntime.coreml[0]: names no evidence; give one of files, symbols, links, targets"),
     ("[[evidence.onnxruntime.coreml]]\nlinks = [1]\n",
@@ -57,3 +61,13 @@ def test_a_mistake_names_the_file_and_field(tmp_path, text, message):
     with pytest.raises(DataError) as caught:
         load_contract_data(path)
     assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
+
+
+def test_a_row_whose_when_lists_tables_applies_where_any_of_them_matches(tmp_path):
+    from backends.model.matrix import load_matrix
+    path = write(tmp_path, "[[floor.executorch]]\nlibraries = ['lib/x.a']\nmin_bytes = 1\n"
+                           "when = [{ os = 'ios' }, { platform = 'linux-aarch64', kind = 'static' }]\n")
+    [row] = load_contract_data(path).floors["executorch"]
+    taken = {leg.id for leg in load_matrix(ROOT).legs if leg.engine == "executorch" and row.applies_to(leg)}
+    assert {"executorch-ios-xcframework", "executorch-linux-aarch64-static"} <= taken
+    assert all(leg_id.startswith(("executorch-ios-", "executorch-linux-aarch64-")) for leg_id in taken)

@@ -14,7 +14,7 @@ import pytest
 from backends.commands.report import render_plan
 from backends.model.engine import DataError
 from backends.model.matrix import load_matrix
-from backends.model.recipe_kit import facts, patches_for
+from backends.model.recipe_kit import facts, linkage, patches_for
 from backends.model.recipes import leg_engine, plan_leg
 from backends.model.schema import VersionPattern, check_version
 from backends.model.vocab import CONDITIONS
@@ -131,6 +131,9 @@ def test_the_when_keys_are_the_leg_facts() -> None:
     ('when = { os = 3 }', "when.os must be a string or a list of strings"),
     ('when = { os = [] }', "when.os must be a string or a list of strings"),
     ('when = "coreml"', "when must be a table"),
+    ('when = []', "when must be a table such as .*, or a list of them"),
+    ('when = [{ os = "linux" }, "macos"]', "when must be a table such as .*, or a list of them"),
+    ('when = [{ os = "linux" }, { os = "win" }]', r"when.os 'win' is not one of macos, linux, windows"),
     ('whn = { accelerator = "coreml" }', r"unknown fields whn \(did you mean when\?\); fields: file, reason"),
 ])
 def test_a_misspelled_when_is_an_error_not_a_patch_for_every_leg(project: Path, when: str, error: str) -> None:
@@ -148,6 +151,27 @@ def test_a_list_value_matches_any_of_its_values(project: Path) -> None:
     assert {"onnxruntime-windows-arm64-gpu-shared", "onnxruntime-macos-arm64-gpu-shared",
             "onnxruntime-macos-x86_64-gpu-static", "onnxruntime-ios-gpu-xcframework"} <= with_patch
     assert not {leg_id for leg_id in with_patch if "-gpu-" not in leg_id}
+
+
+def test_a_list_of_tables_matches_a_leg_any_of_them_matches(project: Path) -> None:
+    replace_text(project / "engines" / "onnxruntime" / "engine.toml", ORT_PATCH,
+                 'when = [{ accelerator = "coreml", linkage = "static" }, { platform = "windows-arm64" }]')
+    matrix = load_matrix(project)
+    engine = matrix.engines["onnxruntime"]
+    with_patch = {leg.id for leg in matrix.legs if leg.engine == "onnxruntime" and patches_for(engine, leg)}
+    assert {"onnxruntime-macos-x86_64-gpu-static", "onnxruntime-windows-arm64-shared",
+            "onnxruntime-windows-arm64-gpu-shared"} <= with_patch
+    expected = {leg.id for leg in matrix.legs if leg.engine == "onnxruntime"
+                and (("coreml" in leg.accelerator and linkage(leg) == "static") or leg.platform == "windows-arm64")}
+    assert with_patch == expected
+
+
+def test_a_patch_that_applies_to_no_leg_is_an_error_naming_each_table(project: Path) -> None:
+    replace_text(project / "engines" / "onnxruntime" / "engine.toml", ORT_PATCH,
+                 'when = [{ accelerator = "coreml", os = "linux" }, { os = "wasm", accelerator = "dml" }]')
+    with pytest.raises(DataError, match=r"applies to no leg of variants/onnxruntime.toml \(when accelerator = "
+                                        r"coreml, os = linux or os = wasm, accelerator = dml\)"):
+        load_matrix(project)
 
 
 def test_a_patch_that_applies_to_no_leg_is_an_error(project: Path) -> None:

@@ -180,11 +180,12 @@ def test_exact_argv_ios(plans: dict[str, Plan]) -> None:
     assert argv(cpu, "configure ios") == (
         "cmake", "-S", "{src}", "-B", "{build}/ios", "--preset", "ios", "-DPYTHON_EXECUTABLE={venv_python}", *IOS_OFF,
         "-DDEPLOYMENT_TARGET=17.0",
-        "-DEXECUTORCH_BUILD_COREML=OFF", "-DEXECUTORCH_BUILD_MPS=OFF")
+        "-DEXECUTORCH_BUILD_COREML=OFF", "-DEXECUTORCH_BUILD_MPS=OFF", "-DKLEIDIAI_SOURCE_DIR={extract:dep-kleidiai}")
     gpu = plans["executorch-ios-gpu-xcframework"]
     assert argv(gpu, "configure ios-simulator") == (
         "cmake", "-S", "{src}", "-B", "{build}/ios-simulator", "--preset", "ios-simulator",
-        "-DPYTHON_EXECUTABLE={venv_python}", *IOS_OFF, "-DDEPLOYMENT_TARGET=17.0")
+        "-DPYTHON_EXECUTABLE={venv_python}", *IOS_OFF, "-DDEPLOYMENT_TARGET=17.0",
+        "-DKLEIDIAI_SOURCE_DIR={extract:dep-kleidiai}")
     for plan in (cpu, gpu):
         assert argv(plan, "bundle ios") == (
             "{python}", "-m", "backends.steps.bundle", "--from-tree", "{build}/ios",

@@ -212,8 +212,20 @@ def test_record_pins_upstreams_sha256_and_keeps_the_maintainers_when(tmp_path: P
     assert _record_kleidiai(toml) == 0  # again: the when and license stay, the pin is not written twice
     engine = load_engine(toml.parent)
     [entry] = engine.build_downloads
-    assert dict(entry.when) == {"arch": ("arm64",), "os": ("linux", "macos")} and entry.license == "Apache-2.0"
+    assert [dict(t) for t in entry.when] == [{"arch": ("arm64",), "os": ("linux", "macos")}]
+    assert entry.license == "Apache-2.0"
     assert engine.sha256 == {entry.filename: SHA256} and toml.read_text().count(SHA256) == 2
+
+
+def test_record_keeps_a_when_that_lists_tables(tmp_path: Path) -> None:
+    from backends.model.engine import load_engine
+    toml = _recorded_kleidiai(tmp_path)
+    assert _record_kleidiai(toml) == 0
+    toml.write_text(toml.read_text() + 'when = [{ arch = "arm64" }, { platform = "ios" }]\n')
+    assert _record_kleidiai(toml) == 0
+    [entry] = load_engine(toml.parent).build_downloads
+    assert [dict(t) for t in entry.when] == [{"arch": ("arm64",)}, {"platform": ("ios",)}]
+    assert 'when = [{ arch = "arm64" }, { platform = "ios" }]' in toml.read_text()
 
 
 def test_record_drops_the_pins_of_downloads_the_tree_no_longer_declares(tmp_path: Path) -> None:
