@@ -13,7 +13,6 @@ caught) and after checking that no member lives beneath a symlink.
 from __future__ import annotations
 
 import bz2
-import errno
 import gzip
 import hashlib
 import io
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO, Callable, Literal, NoReturn
 
 from backends.binfmt.inflate import open_member
-from backends.util.errors import BackendsError
+from backends.util.errors import BackendsError, EnvironmentFailure, environment_failure
 from backends.util.files import CHUNK_SIZE, FileEntry, list_tree, remember_digest
 
 _FORMAT_SUFFIXES = (
@@ -108,8 +107,10 @@ def extract_counted(archive: Path, dest: Path, fmt: str | None = None,
         writer.finish()
     except BaseException as error:
         _remove(temp)
-        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            raise ExtractError(f"no space left on {dest.parent} while extracting {archive.name}") from error
+        if isinstance(error, EnvironmentFailure):
+            raise
+        if isinstance(error, OSError) and (failure := environment_failure(error, dest.parent)) is not error:
+            raise failure from error  # the machine's refusal (space, quota, permission), not a bad archive
         if isinstance(error, _UNREADABLE):
             raise ExtractError(f"{archive}: cannot extract ({error}); is the file complete "
                                f"and of the format {fmt}?") from error

@@ -279,19 +279,26 @@ def test_a_flipped_byte_in_a_7z_is_refused(tmp_path: Path) -> None:
         extract(archive, tmp_path / "out")
 
 
-def test_no_space_left_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("code", ["ENOSPC", "EDQUOT", "EACCES", "EROFS"])
+def test_the_machines_refusal_is_named_with_the_path_not_blamed_on_the_archive(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str) -> None:
     import errno as errno_module
     from backends.steps import extract as extract_module
+    from backends.util.errors import ADVICE, EnvironmentFailure
 
     archive = tmp_path / "pkg.tar.gz"
     archive.write_bytes(_tar_bytes("tar.gz", b"x" * 100))
+    number = getattr(errno_module, code)
 
-    def full(*args: object, **kwargs: object) -> None:
-        raise OSError(errno_module.ENOSPC, "No space left on device")
+    def refused(*args: object, **kwargs: object) -> None:
+        raise OSError(number, os.strerror(number))
 
-    monkeypatch.setattr(extract_module.shutil, "copyfileobj", full)
-    with pytest.raises(ExtractError, match=f"no space left on {tmp_path}"):
+    monkeypatch.setattr(extract_module.shutil, "copyfileobj", refused)
+    with pytest.raises(EnvironmentFailure) as error:
         extract(archive, tmp_path / "out")
+    assert error.value.errno == number and error.value.filename == str(tmp_path)
+    assert ADVICE[number] in str(error.value) and "is the file complete" not in str(error.value)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_zip_on_every_core_is_the_tree_it_lists_and_its_bytes_are_hashed_once(
