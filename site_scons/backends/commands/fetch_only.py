@@ -11,7 +11,6 @@ submodules are fetched by the checkout that needs them, not here).
 """
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from backends.model.plan import Plan
 from backends.pins.inputs import GIT, Input, collect
 from backends.steps import fetch as fetch_step
 from backends.steps import git as git_step
-from backends.util.files import hardlink_or_copy, temp_path_for
+from backends.util.files import link_into_place
 from backends.util.textfit import format_table
 
 
@@ -58,11 +57,7 @@ def _write_out(path: Path, item: Input, out: Path) -> None:
     if item.kind == GIT:
         shutil.copytree(path, out / git_step.repository_name(item.url), dirs_exist_ok=True)
         return
-    out.mkdir(parents=True, exist_ok=True)
-    dest = out / item.key
-    temp = temp_path_for(dest)
-    hardlink_or_copy(path, temp)
-    os.replace(temp, dest)
+    link_into_place(path, out / item.key)
 
 
 def fetch_inputs(plans: Sequence[Plan], matrix: Matrix, settings: Settings, logs: Path) -> Fetched:

@@ -57,10 +57,11 @@ def tried_urls(log: Path, limit: int = 20) -> list[str]:
 
 
 def last_output(lines: list[str]) -> list[str]:
-    """The output lines of the last command a step log holds (runner.run writes a header per command)."""
-    starts = [i for i, line in enumerate(lines) if line.startswith(LOG_HEADER_START)]
+    """The output lines of the last command a step log holds: runner.run writes a header per
+    command (ending in its `output:` line), the output, then a `==== [...] exit code` line."""
+    starts = [i for i, line in enumerate(lines) if line == LOG_OUTPUT_START]
     if not starts:
         return lines
-    header = starts[-1]
-    body = next((i + 1 for i in range(header, len(lines)) if lines[i] == LOG_OUTPUT_START), len(lines))
-    return lines[body:]
+    body = lines[starts[-1] + 1:]
+    end = next((i for i, line in enumerate(body) if line.startswith(LOG_HEADER_START)), len(body))
+    return body[:end]

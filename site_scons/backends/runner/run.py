@@ -283,7 +283,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
         returncode = _stream_child([program, *map(str, argv[1:])], full_env, cwd,
                                    log_file, tail, status, label)
         elapsed = time.monotonic() - started
-        log_file.write(f"==== [{label}] exit code {returncode} after {elapsed:.1f} s\n")
+        log_file.write(f"{LOG_HEADER_START}{label}] exit code {returncode} after {elapsed:.1f} s\n")
 
     if returncode != 0:
         status.finish(f"failed (exit code {returncode}) after {elapsed:.1f} s")

@@ -15,9 +15,7 @@ Run by a plan's build commands as `{python} -m backends.steps.build_downloads ..
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import shutil
 import sys
 import tomllib
 from dataclasses import replace
@@ -27,7 +25,7 @@ from typing import Sequence
 from backends.model.engine import BuildDownload, DataError, parse_when
 from backends.pins import build_downloads as readers
 from backends.pins import engine_toml
-from backends.util.files import atomic_write_text, sha256_file
+from backends.util.files import atomic_write_text, link_into_place, sha256_file
 
 _BLOCK = re.compile(r"^\[\[build_downloads\]\]\n(?:(?!\[)[^\n]*\n?)*", re.MULTILINE)
 
@@ -76,16 +74,8 @@ def lay_repository_cache(into: Path, files: Sequence[tuple[str, Path]]) -> list[
 
 
 def _link(source: Path, dest: Path) -> Path:
-    """`dest` as a hard link to `source` (a copy across devices), replaced in one step: two legs
-    sharing a source tree may lay the same mirror at once."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    temporary = dest.with_name(f".{dest.name}.{os.getpid()}.part")
-    temporary.unlink(missing_ok=True)
-    try:
-        os.link(source, temporary)
-    except OSError:
-        shutil.copyfile(source, temporary)
-    os.replace(temporary, dest)
+    """`dest` as `source`, replaced in one step: two legs sharing a source tree may lay the same mirror at once."""
+    link_into_place(source, dest)
     return dest
 
 

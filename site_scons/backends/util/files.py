@@ -12,6 +12,7 @@ import ntpath
 import os
 import shutil
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -224,6 +225,18 @@ def hardlink_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -
             return
     if known:  # linking moved the inode's ctime, not its bytes
         remember_digest(dst, known)
+
+
+def link_into_place(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """`dst` replaced in one step by a hard link to `src` (a copy where linking fails): a reader
+    never sees it missing or partly written, and two writers at once (threads of one run
+    included) each use a temp name of their own."""
+    temp = Path(f"{os.fspath(dst)}.tmp-{os.getpid()}-{threading.get_ident()}")
+    with environment(dst):
+        Path(dst).parent.mkdir(parents=True, exist_ok=True)
+        temp.unlink(missing_ok=True)
+        hardlink_or_copy(src, temp)
+        os.replace(temp, dst)
 
 
 def mirror_tree(origin: str | os.PathLike[str], dest: str | os.PathLike[str],

@@ -27,8 +27,9 @@ def test_tried_urls_are_the_last_commands_output_not_its_header_or_earlier_comma
     first = _log_header(["cmake", "-S", "."], tmp_path, {"ACTIONS_CACHE_URL": "https://cache.example/a"}, "configure")
     second = _log_header(["cmake", "--build", "b"], tmp_path,
                          {"MIRROR_URL": "https://mirror.example/m", "PATH": "/usr/bin"}, "build")
-    log.write_text(first + "-- fetched https://earlier.example/x.zip\n"
-                   + second + "error: downloading 'https://github.com/abseil/abseil-cpp/archive/x.zip' failed\n")
+    log.write_text(first + "-- fetched https://earlier.example/x.zip\n==== [configure] exit code 0 after 1.0 s\n"
+                   + second + "error: downloading 'https://github.com/abseil/abseil-cpp/archive/x.zip' failed\n"
+                   + "==== [build] exit code 1 after 0.4 s\n")
     assert tried_urls(log) == ["https://github.com/abseil/abseil-cpp/archive/x.zip"]
 
 
