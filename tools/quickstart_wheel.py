@@ -76,11 +76,9 @@ def unreachable(index: str, seconds: float = PROBE_SECONDS) -> str:
 def _reason(error: Exception, seconds: float) -> str:
     from backends.util import http
 
-    if isinstance(error, http.Unreachable):
-        return "its host does not resolve" if "resolve" in str(error) else "the connection is refused"
-    if isinstance(error, http.Transient):  # timed out, stalled or broke: no answer within the probe
-        return f"no answer in {seconds:g} s"
-    return str(error)  # TLS, an invalid URL
+    if isinstance(error, http.Transient) and not isinstance(error, http.Unreachable):
+        return f"no answer in {seconds:g} s"  # timed out, stalled or broke: no answer within the probe
+    return str(error)  # its name does not resolve or it refuses connections; TLS; an invalid URL
 
 
 def download(source: Source, requirement: str, dest: Path, python: str = sys.executable) -> Path:

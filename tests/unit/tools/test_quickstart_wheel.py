@@ -138,7 +138,7 @@ def test_the_cpu_index_answers_and_its_wheel_is_taken(tmp_path, wheels, serve, p
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == [wheel.name, wheel.name + ".fits"]  # no temp left
 
 
-@pytest.mark.parametrize("cpu_index, probe, why", [("refusing", GUARD, "the connection is refused"),
+@pytest.mark.parametrize("cpu_index, probe, why", [("refusing", GUARD, "its host refuses connections"),
                                                    ("hanging", HANG, f"no answer in {HANG:g} s")])
 def test_an_unreachable_cpu_index_falls_back_to_pips_configuration(tmp_path, wheels, serve, pip_config, capsys,
                                                                    request, cpu_index, probe, why):
@@ -166,7 +166,7 @@ def test_no_cpu_wheel_anywhere_stops_before_extracting_in_one_line(tmp_path, whe
     out, err = capsys.readouterr()
     last = err.strip().splitlines()[-1]
     assert out == "" and last.startswith(f"tools/quickstart.sh: found no CPU build of torch {VERSION}: ")
-    assert f"PyTorch's CPU index ({refusing}) cannot be reached: the connection is refused" in last
+    assert f"PyTorch's CPU index ({refusing}) cannot be reached: its host refuses connections" in last
     assert "pip's own configuration has none: " in last and f"torch=={VERSION}+cpu" in last
     assert last.endswith(f"name an index that has torch=={VERSION}+cpu: TORCH_INDEX_URL=<index> bash tools/quickstart.sh")
     assert not list((tmp_path / "dest").glob("*.whl"))
