@@ -31,6 +31,7 @@ from backends.binfmt import inspect
 from backends.binfmt.macho import macho_archs
 from backends.model.matrix import load_matrix
 from backends.model.recipes import leg_engine, plan_leg
+from backends.runner.run import Console
 from backends.steps import archive as archive_step
 from backends.steps import stage as stage_step
 from backends.steps import upstream as upstream_step
@@ -67,7 +68,8 @@ def stage_slice(project: Path, leg_id: str, dylib: Path, source: Path, work: Pat
     shutil.copy2(dylib, build / "Release" / dylib.name)  # the fixup edits the staged copy only
     dirs = LegDirs(src=source, build=build, install=work / "install", stage=work / "stage", logs=work / "logs")
     stage_step.stage(plan, dirs, os.environ)
-    upstream_step.run_commands(plan.fixups, plan.env, dirs, leg_id, os.environ, verbose=False, log_prefix="fixup")
+    upstream_step.run_commands(plan.fixups, plan.env, dirs, leg_id, os.environ, verbose=False, log_prefix="fixup",
+                               console=Console())
     out = project / "dist" / plan.archive
     archive_step.write_archive(dirs.stage, out)
     return out

@@ -38,7 +38,7 @@ from backends.model.recipe_kit import LICENSE_ROOT
 from backends.model.submodules import advice
 from backends.pins.engine_toml import record_commit, record_pin
 from backends.probes.host import Host
-from backends.runner.run import RunError, heartbeat
+from backends.runner.run import Console, RunError, heartbeat
 from backends.steps import archive as archive_step
 from backends.steps import fetch as fetch_step
 from backends.steps import git as git_step
@@ -117,6 +117,7 @@ class RunContext:
     # dist/ did not exist when the run started: SCons makes it for the publish targets with
     # the umask's mode, so the first publish gives it the mode dist/ has (publish.DIR_MODE).
     makes_dist: bool = False
+    console: Console = field(default_factory=Console)  # the terminal every step of the run shows on
 
     @property
     def build_root(self) -> Path:
@@ -149,7 +150,7 @@ def dispatch(target: list[Any], source: list[Any], env: Any) -> int | None:
     try:
         for leg in step.legs if step.name not in AFTER_PUBLISH else ():
             _withdraw(run, leg)  # a step that reruns means their archives no longer match their inputs
-        with heartbeat(f"[{step.name}] {step.leg}"):
+        with heartbeat(f"[{step.name}] {step.leg}", run.console):
             result = step.work()
         outputs = [Path(t.abspath) for t in target if t.abspath != record] + list(result.outputs)
         run.records.write(Path(record), result.body, inputs, outputs, result.trees)
@@ -374,7 +375,7 @@ def build(run: RunContext, leg_id: str) -> StepResult:
         upstream_step.private_copy(shared, dirs.src, key)
     try:
         ran = upstream_step.build(plan.build, plan.env, dirs, leg_id, run.environ, run.settings.verbose,
-                                  source_key=key)
+                                  source_key=key, console=run.console)
     except RunError as error:
         missing = _missing_submodule(nodes, error)
         if missing is None:
@@ -402,7 +403,8 @@ def stage(run: RunContext, leg_id: str) -> StepResult:
     result = stage_step.stage(nodes.plan, dirs, run.environ, copy=signs)
     if nodes.plan.fixups:
         result["fixups"] = upstream_step.run_commands(nodes.plan.fixups, nodes.plan.env, dirs, leg_id, run.environ,
-                                                      run.settings.verbose, log_prefix="fixup")
+                                                      run.settings.verbose, log_prefix="fixup",
+                                                      console=run.console)
     if nodes.plan.leg.code_signed:
         result["signing"] = sign.sign_stage(dirs.stage, run.environ).record()
     bundled = result["bundled"]
@@ -547,7 +549,8 @@ def smoke(run: RunContext, leg_id: str) -> StepResult:
     else:  # on the stage the archive is written from, so it runs beside archive and verify
         result = smoke_step.smoke(nodes.archive, plan.smoke, run.root, nodes.dirs.leg / "smoke",
                                   nodes.dirs.logs, leg_id, run.environ, run.settings.verbose, mode,
-                                  tree=nodes.dirs.stage, toolchain_file=_toolchain_file(leg.platform, mode))
+                                  tree=nodes.dirs.stage, toolchain_file=_toolchain_file(leg.platform, mode),
+                                  console=run.console)
         _stage_as_recorded(run, nodes, "while the smoke ran")
     run.summary.smoke(leg_id, result)
     return StepResult({"leg": leg_id, **result})

@@ -165,7 +165,10 @@ class _Job:
         _kernel32().TerminateJobObject(self.handle, 1)
 
 
-_JOBS: dict[int, _Job] = {}  # by command pid: held until this process exits, when the kernel closes them
+# By command pid. Process-wide on purpose, not run state: each is the OS handle of a kill-on-close
+# job, held until this process exits; the kernel then closes it, which ends whatever a command
+# left running even when SCons itself is killed (tests/unit/test_module_state.py allows it).
+_JOBS: dict[int, _Job] = {}
 
 
 def _kernel32() -> ctypes.CDLL:

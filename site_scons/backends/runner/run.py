@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TextIO
 
@@ -116,35 +117,42 @@ def parse_ninja_progress(line: str) -> tuple[int, int] | None:
     return (done, total) if total > 0 else None
 
 
-# Set when SCons runs several steps at once (-j N): their status lines would overwrite
-# each other's in place, so each is printed as plain lines.
-PARALLEL_STEPS = [False]
-
-
 # A step that has shown nothing for this long says it is still running (heartbeat).
 HEARTBEAT_SECONDS = 15.0
-_LAST_OUTPUT = [time.monotonic()]
 
 
-def note_output() -> None:
-    """Something was shown: the next heartbeat waits a full period from now."""
-    _LAST_OUTPUT[0] = time.monotonic()
+@dataclass
+class Console:
+    """The terminal one run's steps show on, passed to every command and heartbeat of the run.
+
+    `parallel`: SCons runs several steps at once (-j N), so their status lines would overwrite
+    each other's in place: each is printed as plain lines. `last_output`: when any of them last
+    showed something, the clock every heartbeat of the run reads (the terminal is shared).
+    """
+
+    parallel: bool = False
+    last_output: float = field(default_factory=time.monotonic)
+
+    def note_output(self) -> None:
+        """Something was shown: the next heartbeat waits a full period from now."""
+        self.last_output = time.monotonic()
 
 
 @contextmanager
-def heartbeat(prefix: str, stream: TextIO | None = None) -> Iterator[None]:
+def heartbeat(prefix: str, console: Console, stream: TextIO | None = None) -> Iterator[None]:
     """While the block runs, print `<prefix> still running, <elapsed> s` whenever nothing
-    was shown for HEARTBEAT_SECONDS: a silent compile or a large archive never looks hung."""
+    was shown on `console` for HEARTBEAT_SECONDS: a silent compile or a large archive never
+    looks hung."""
     stop, started = threading.Event(), time.monotonic()
-    note_output()
+    console.note_output()
 
     def beat() -> None:
         while not stop.wait(HEARTBEAT_SECONDS / 3):
-            if time.monotonic() - _LAST_OUTPUT[0] >= HEARTBEAT_SECONDS:
+            if time.monotonic() - console.last_output >= HEARTBEAT_SECONDS:
                 out = stream if stream is not None else sys.stdout
                 out.write(f"{prefix} still running, {time.monotonic() - started:.0f} s\n")
                 out.flush()
-                note_output()
+                console.note_output()
 
     thread = threading.Thread(target=beat, name=f"heartbeat {prefix}", daemon=True)
     thread.start()
@@ -162,11 +170,12 @@ class StatusLine:
     printed as plain lines, at most once per 10 %, so logs stay short.
     """
 
-    def __init__(self, label: str, stream: TextIO, echo: bool) -> None:
+    def __init__(self, label: str, stream: TextIO, echo: bool, console: Console) -> None:
         self.label = label
         self.stream = stream
         self.echo = echo
-        self.in_place = _is_tty(stream) and not echo and not PARALLEL_STEPS[0]
+        self.console = console
+        self.in_place = _is_tty(stream) and not echo and not console.parallel
         self._shown_width = 0
         self._last_bucket = -1
 
@@ -204,7 +213,7 @@ class StatusLine:
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
-        note_output()
+        self.console.note_output()
 
 
 def _is_tty(stream: IO[str]) -> bool:
@@ -253,11 +262,12 @@ def resolve_program(program: str, path: str | None) -> str | None:
 
 def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
         label: str, tail_lines: int = 40, echo: bool = False,
-        status_stream: TextIO | None = None) -> None:
+        status_stream: TextIO | None = None, console: Console | None = None) -> None:
     """Run `argv` in `cwd` with exactly `env` (+ the policy floor), logging to `log`.
 
     Raises `RunError` on a non-zero exit or when the program cannot be started.
-    `status_stream` defaults to stderr (tests pass a buffer).
+    `status_stream` defaults to stderr (tests pass a buffer); `console` is the run's terminal
+    (a command run alone, or shown only in a buffer, has one of its own).
     """
     if not argv:
         raise ValueError(f"[{label}] empty command")
@@ -265,7 +275,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
     full_env = child_env(env)
     log = Path(log)
     tail: collections.deque[str] = collections.deque(maxlen=max(tail_lines, 0))
-    status = StatusLine(label, stream, echo)
+    status = StatusLine(label, stream, echo, console if console is not None else Console())
     started = time.monotonic()
 
     with environment(log):

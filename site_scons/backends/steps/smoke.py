@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 
 from backends.model.plan import Smoke
 from backends.probes.host import detect_accelerators
-from backends.runner.run import RunError, limited_env, run
+from backends.runner.run import Console, RunError, limited_env, run
 from backends.steps.extract import extract
 
 ABSENT = "accelerator runtime not available on this runner"
@@ -149,7 +149,7 @@ def emulator_env(mode: str, environ: Mapping[str, str], leg_dir: Path) -> dict[s
 def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path, label: str,
           environ: Mapping[str, str], verbose: bool, mode: str = "native",
           known: Mapping[str, str] | None = None, tree: Path | None = None,
-          toolchain_file: str = "") -> dict[str, object]:
+          toolchain_file: str = "", *, console: Console) -> dict[str, object]:
     """Configure, build and ctest `spec.project` against the unpacked archive (or against
     `tree`, the stage it is written from, used in place); raises on failure.
     `known`: the accelerators this machine is known to have (default: detected here).
@@ -176,7 +176,8 @@ def smoke(archive: Path, spec: Smoke, project_root: Path, work: Path, logs: Path
         ("run", ["ctest", "--test-dir", str(build_dir), "--output-on-failure", "--verbose"]),
     ]
     for name, argv in steps:
-        run(argv, env=env, cwd=work, log=logs / f"smoke-{name}.log", label=f"{label} smoke {name}", echo=verbose)
+        run(argv, env=env, cwd=work, log=logs / f"smoke-{name}.log", label=f"{label} smoke {name}", echo=verbose,
+            console=console)
     run_log = logs / "smoke-run.log"
     outcome = Outcome()
     if spec.probes:

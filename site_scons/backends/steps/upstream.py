@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 from backends.model.plan import Command, Plan
 from backends.runner.network import isolated, tried_urls
-from backends.runner.run import RunError, is_credential, limited_env, passed_environment, run
+from backends.runner.run import Console, RunError, is_credential, limited_env, passed_environment, run
 from backends.steps import venv
 from backends.steps.context import LegDirs, env_names, expand, expand_argv
 from backends.steps.source import copy_tree
@@ -89,13 +89,14 @@ class NetworkOffError(RunError):
 
 
 def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,
-                 environ: Mapping[str, str], verbose: bool, log_prefix: str = "build") -> list[dict[str, object]]:
+                 environ: Mapping[str, str], verbose: bool, log_prefix: str = "build", *,
+                 console: Console) -> list[dict[str, object]]:
     """Run each command in order; returns what ran (argv, cwd, log) for the manifest.
     Commands that name `{venv_python}` get the leg's venv, made first; every command then
     runs in it."""
     in_venv = venv.uses_venv(commands)
     if in_venv:
-        venv.ensure(dirs.venv, dirs.logs / f"{log_prefix}-00-venv.log", label)
+        venv.ensure(dirs.venv, dirs.logs / f"{log_prefix}-00-venv.log", label, console=console)
     ran: list[dict[str, object]] = []
     for index, command in enumerate(commands, start=1):
         argv = expand_argv(command.argv, dirs, environ)
@@ -105,7 +106,7 @@ def run_commands(commands: Sequence[Command], plan_env: Mapping[str, str], dirs:
         run_argv = argv if command.network else isolated(argv)
         try:
             run(run_argv, env=command_env(command, plan_env, dirs, environ, in_venv), cwd=cwd, log=log,
-                label=f"{label} {command.label}", echo=verbose)
+                label=f"{label} {command.label}", echo=verbose, console=console)
         except RunError as error:
             if command.network or run_argv == argv:
                 raise
@@ -169,10 +170,11 @@ def _bind_build_dir(dirs: LegDirs, source_key: str) -> None:
 
 
 def build(commands: Sequence[Command], plan_env: Mapping[str, str], dirs: LegDirs, label: str,
-          environ: Mapping[str, str], verbose: bool, source_key: str = "") -> list[dict[str, object]]:
+          environ: Mapping[str, str], verbose: bool, source_key: str = "", *,
+          console: Console) -> list[dict[str, object]]:
     """Run the leg's upstream build (how many run at once, SCons decides: graph/declare.py)."""
     _bind_build_dir(dirs, source_key)
-    return run_commands(commands, plan_env, dirs, label, environ, verbose)
+    return run_commands(commands, plan_env, dirs, label, environ, verbose, console=console)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from backends.model.plan import Command
-from backends.runner.run import limited_env, run
+from backends.runner.run import Console, limited_env, run
 
 SYMBOL = "{venv_python}"
 # Which interpreter a venv was made from; another one (a Python upgrade) makes it anew.
@@ -43,7 +43,7 @@ def base_python() -> str:
     return f"{getattr(sys, '_base_executable', sys.executable)} {sys.version.split()[0]}"
 
 
-def ensure(venv: Path, log: Path, label: str) -> None:
+def ensure(venv: Path, log: Path, label: str, *, console: Console) -> None:
     """Create the venv unless it exists and was made from this interpreter."""
     marker = venv / MARKER
     if interpreter(venv).is_file() and marker.is_file() and marker.read_text() == base_python():
@@ -51,7 +51,7 @@ def ensure(venv: Path, log: Path, label: str) -> None:
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     run([sys.executable, "-m", "venv", str(venv)], env=limited_env({}), cwd=venv.parent, log=log,
-        label=f"{label} venv")
+        label=f"{label} venv", console=console)
     marker.write_text(base_python())
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from backends.runner import run as runner
-from backends.runner.run import RunError, StatusLine, limited_env, parse_ninja_progress, run
+from backends.runner.run import Console, RunError, StatusLine, limited_env, parse_ninja_progress, run
 
 SITE_SCONS = Path(__file__).resolve().parents[3] / "site_scons"
 # With LC_ALL set, Python does not coerce the C locale by exporting LC_CTYPE, so the
@@ -150,7 +150,7 @@ def test_parse_ninja_progress() -> None:
 
 def test_plain_progress_printed_at_most_every_ten_percent() -> None:
     stream = io.StringIO()
-    status = StatusLine("ort", stream, echo=False)
+    status = StatusLine("ort", stream, echo=False, console=Console())
     for done in range(1, 1001):
         status.output(f"[{done}/1000] Building CXX object f{done}.o")
     lines = stream.getvalue().splitlines()
@@ -240,18 +240,28 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_status_lines_are_plain_when_steps_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under `scons -j N` several steps print at once: no line may rewrite another in place."""
-    class Tty(io.StringIO):
-        def isatty(self) -> bool:
-            return True
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
-    assert runner.StatusLine("a", Tty(), echo=False).in_place
-    monkeypatch.setattr(runner, "PARALLEL_STEPS", [True])
-    stream = Tty()
-    status = runner.StatusLine("a", stream, echo=False)
+
+def test_status_lines_are_plain_when_steps_run_in_parallel() -> None:
+    """Under `scons -j N` several steps print at once: no line may rewrite another in place."""
+    assert StatusLine("a", _Tty(), echo=False, console=Console()).in_place
+    stream = _Tty()
+    status = StatusLine("a", stream, echo=False, console=Console(parallel=True))
     status.progress(5, 10)
     assert not status.in_place and "\r" not in stream.getvalue()
+
+
+def test_a_run_shows_its_commands_on_the_console_it_is_given(tmp_path: Path) -> None:
+    """The run's console, not one of the command's own: plain lines under -j, and its heartbeat
+    clock moved by what the command showed."""
+    console, stream = Console(parallel=True, last_output=0.0), _Tty()
+    run([sys.executable, "-c", "print('[1/2] a'); print('[2/2] b')"], env={"PATH": os.environ["PATH"]},
+        cwd=tmp_path, log=tmp_path / "log", label="x", status_stream=stream, console=console)
+    assert "\r" not in stream.getvalue() and "[x] 2/2 (100%)" in stream.getvalue().splitlines()
+    assert console.last_output > 0.0
 
 
 def test_a_silent_step_says_it_is_still_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -274,6 +284,6 @@ def test_a_silent_step_says_it_is_still_running(tmp_path: Path, monkeypatch: pyt
 
 
 def _silent(run_module, code: str, tmp_path: Path, shown: io.StringIO) -> None:
-    with run_module.heartbeat("[smoke] leg", stream=shown):
+    with run_module.heartbeat("[smoke] leg", run_module.Console(), stream=shown):
         run_module.run([sys.executable, "-c", code], env={"PATH": os.environ["PATH"]}, cwd=tmp_path,
                        log=tmp_path / "log", label="leg", status_stream=io.StringIO())

@@ -22,6 +22,7 @@ from backends.model.matrix import load_matrix
 from backends.model.plan import Smoke
 from backends.model.recipes import plan_all
 from backends.probes.host import known_accelerators
+from backends.runner.run import Console
 from backends.steps import smoke as smoke_step
 from backends.steps.smoke import ABSENT, Outcome, SmokeReportError, judge, manifest_record, record
 
@@ -187,7 +188,7 @@ def _run_step(tmp_path: Path, line: str, known: dict[str, str]) -> dict[str, obj
         zipped.writestr("include/x.h", "")
     spec = Smoke("smoke/report", defines={"SMOKE_LINE": line}, probes=("mps",))
     return smoke_step.smoke(archive, spec, tmp_path, tmp_path / "leg/smoke", tmp_path / "leg/logs", "leg", {},
-                            False, known=known)
+                            False, known=known, console=Console())
 
 
 @needs_cmake

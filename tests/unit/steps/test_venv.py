@@ -15,6 +15,7 @@ import pytest
 from backends.model.matrix import load_matrix
 from backends.model.plan import Command
 from backends.model.recipes import plan_all
+from backends.runner.run import Console
 from backends.steps import venv
 from backends.steps.context import LegDirs, expand
 from backends.steps.upstream import run_commands
@@ -65,7 +66,7 @@ def test_pip_install_lands_in_the_leg_venv_and_its_scripts_come_first(tmp_path: 
         Command("script on PATH", ("anira-venv-probe",)),  # found the way `scons` is after `pip install scons`
         Command("import", ("{venv_python}", "-c", f"import {PACKAGE}, sys; print(sys.prefix)")),
     ]
-    ran = run_commands(commands, {}, dirs, "x", {}, verbose=False)
+    ran = run_commands(commands, {}, dirs, "x", {}, verbose=False, console=Console())
     assert [r["label"] for r in ran] == ["install", "script on PATH", "import"]
     assert "probe from the leg venv" in Path(str(ran[1]["log"])).read_text()
     assert str(dirs.venv) in Path(str(ran[2]["log"])).read_text()
@@ -74,7 +75,7 @@ def test_pip_install_lands_in_the_leg_venv_and_its_scripts_come_first(tmp_path: 
     assert outside.returncode != 0, "the interpreter running the build must not see the package"
 
     marker = (dirs.venv / venv.MARKER).read_text()
-    run_commands(commands[2:], {}, dirs, "x", {}, verbose=False)  # reused, not made anew
+    run_commands(commands[2:], {}, dirs, "x", {}, verbose=False, console=Console())  # reused, not made anew
     assert (dirs.venv / venv.MARKER).read_text() == marker and list(dirs.venv.rglob(f"{PACKAGE}.py"))
 
 
@@ -88,12 +89,12 @@ def test_a_venv_from_another_interpreter_is_made_anew(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(venv, "run", fake_venv)
     where = tmp_path / "legs" / "x" / "venv"
-    venv.ensure(where, tmp_path / "venv.log", "x")
-    venv.ensure(where, tmp_path / "venv.log", "x")
+    venv.ensure(where, tmp_path / "venv.log", "x", console=Console())
+    venv.ensure(where, tmp_path / "venv.log", "x", console=Console())
     assert made == [[sys.executable, "-m", "venv", str(where)]]
     (where / "stale-file").write_text("left by a venv of another Python")
     (where / venv.MARKER).write_text("/usr/bin/python3.9 3.9.2")
-    venv.ensure(where, tmp_path / "venv.log", "x")
+    venv.ensure(where, tmp_path / "venv.log", "x", console=Console())
     assert len(made) == 2 and not (where / "stale-file").exists()
     assert (where / venv.MARKER).read_text() == venv.base_python()
 
