@@ -85,7 +85,9 @@ def test_second_run_does_nothing(built):
     assert scons.steps_run(scons(*args)) == []
 
 
-def test_strip_rule_change_reruns_stage_to_archive_only(built):
+def test_strip_rule_change_reextracts_what_the_stage_takes_and_reruns_to_publish(built):
+    """The wheel's extraction holds what the stage's rules take (steps/takes.py), keyed by them:
+    a strip rule edit extracts again, then stages, archives, verifies, smokes and publishes."""
     scons, args, *_ = built
     recipe = scons.project / "engines/libtorch/recipe.py"
     original = recipe.read_text()
@@ -94,7 +96,7 @@ def test_strip_rule_change_reruns_stage_to_archive_only(built):
         rerun = scons(*args)
     finally:
         recipe.write_text(original)
-    assert scons.steps_run(rerun) == ["stage", "archive", "verify", "smoke", "publish"]
+    assert scons.steps_run(rerun) == ["extract", "stage", "archive", "verify", "smoke", "publish"]
     with zipfile.ZipFile(scons.project / "dist" / ARCHIVE) as archive:
         assert not [n for n in archive.namelist() if n.startswith("bin/protoc")]
 
