@@ -14,6 +14,7 @@ import pytest
 from backends.model.plan import Command
 from backends.pins import build_downloads as readers
 from backends.runner.network import isolation_prefix
+from backends.runner.run import Console
 from backends.steps import build_downloads as serve
 from backends.steps import fetch
 from backends.steps.context import LegDirs
@@ -94,7 +95,7 @@ def test_builds_with_the_network_off_from_the_projects_mirror(tmp_path: Path, up
     declared = readers.read_tree("ort-deps", tree)
     assert serve.missing(declared, [URL]) == []
     serve.lay_mirror(tree / "mirror", [(URL, fetched.path)])
-    ran = run_commands(_build(network=False), {}, _dirs(tmp_path, tree), "fixture", {}, verbose=False)
+    ran = run_commands(_build(network=False), {}, _dirs(tmp_path, tree), "fixture", {}, verbose=False, console=Console())
     assert [r.get("network") for r in ran] == ["off", "off"]
     assert list((tmp_path / "build").rglob("libupstream.a")) and list((tmp_path / "build").rglob("libdep.a"))
 
@@ -116,7 +117,7 @@ def test_a_download_upstream_tries_fails_with_the_network_off_naming_its_url(
     license_url = "https://licenses.example.invalid/dep/LICENSE"
     with pytest.raises(NetworkOffError) as failed:
         run_commands(_build(False, f"-DLICENSE_URL={license_url}"), {}, _dirs(tmp_path, tree), "fixture", {},
-                     verbose=False)
+                     verbose=False, console=Console())
     assert license_url in failed.value.urls and "with the network off" in str(failed.value)
     assert license_url in str(failed.value)
 
@@ -128,7 +129,7 @@ def test_fetch_content_without_its_override_fails_naming_the_url(tmp_path: Path,
     """Slow: CMake's own download retries wait 5 + 5 + 15 + 60 s before FetchContent gives up."""
     tree, _ = upstream
     with pytest.raises(NetworkOffError) as failed:
-        run_commands(_build(network=False), {}, _dirs(tmp_path, tree), "fixture", {}, verbose=False)
+        run_commands(_build(network=False), {}, _dirs(tmp_path, tree), "fixture", {}, verbose=False, console=Console())
     assert URL in failed.value.urls and URL in str(failed.value)
 
 
@@ -142,10 +143,10 @@ def test_the_network_is_really_off(tmp_path: Path, upstream: tuple[Path, bytes])
     threading.Thread(target=server.serve_forever, daemon=True).start()
     probe = ("python3", "-c", f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{server.server_port}/', timeout=5)")
     try:
-        run_commands([Command("probe", probe, network=True)], {}, _dirs(tmp_path, upstream[0]), "fixture", {}, False)
+        run_commands([Command("probe", probe, network=True)], {}, _dirs(tmp_path, upstream[0]), "fixture", {}, False, console=Console())
         with pytest.raises(NetworkOffError):
             run_commands([Command("probe", probe, network=False)], {}, _dirs(tmp_path, upstream[0]), "fixture", {},
-                         False)
+                         False, console=Console())
     finally:
         server.shutdown()
 
