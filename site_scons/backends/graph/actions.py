@@ -532,8 +532,8 @@ def _stage_as_recorded(run: RunContext, nodes: LegNodes, when: str) -> None:
 
 def _toolchain_file(platform: str, mode: str) -> str:
     """The CMake toolchain file (under smoke/) a smoke emulated in `mode` is cross-built with."""
-    emulated = platform_table().emulation(platform)
-    return emulated.toolchain_file if emulated and emulated.mode == mode else ""
+    emulated = platform_table().emulation(platform, mode)
+    return emulated.toolchain_file if emulated else ""
 
 
 def smoke(run: RunContext, leg_id: str) -> StepResult:

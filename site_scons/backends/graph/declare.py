@@ -477,8 +477,8 @@ class Graph:
         and compilers CMake will find (its PATH's, as the runner passes them on)."""
         mode = self.host.run_mode(plan.leg, plan.smoke)
         environ = self.run.environ
-        emulated = platform_table().emulation(plan.leg.platform)
-        tools = ("cmake", "ninja", "ctest", "cc", "c++", *(emulated.tools if emulated and emulated.mode == mode else ()))
+        emulated = platform_table().emulation(plan.leg.platform, mode)
+        tools = ("cmake", "ninja", "ctest", "cc", "c++", *(emulated.tools if emulated else ()))
         passed = {name: value for name, value in passed_environment(environ).items() if name not in OWN_VARIABLES}
         return {"smoke": plan.smoke, "run_mode": mode, "environment": passed,
                 "tools": identity(tools, environ.get("PATH", os.defpath)) if plan.smoke and mode else {}}

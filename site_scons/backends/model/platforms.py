@@ -167,9 +167,11 @@ class PlatformTable:
         """The platforms the anira gate runs on, those it always runs on first."""
         return tuple(p.token for gate in ANIRA_GATES for p in self.platforms.values() if p.anira_gate == gate)
 
-    def emulation(self, token: str) -> Emulation | None:
+    def emulation(self, token: str, mode: str = "") -> Emulation | None:
+        """How `token` runs emulated here; with `mode`, only an emulation of that mode."""
         platform = self.platforms.get(token)
-        return platform.emulated if platform else None
+        emulated = platform.emulated if platform else None
+        return emulated if emulated and (not mode or emulated.mode == mode) else None
 
     def examples(self) -> str:
         """The tokens, each with its first alias, as help and error messages list them."""
