@@ -1,5 +1,5 @@
 """The LibTorch Linux x86_64 CPU leg end to end, from PyTorch's CPU wheel, exactly as the quick
-start builds it and as the README's binary-cache example stores and restores it.
+start builds it and as docs/binary-cache.md's example stores and restores it.
 
 The wheel is this leg's upstream origin: its `torch/{include,lib,share,bin}` layout is an
 accepted root of the release zip's `libtorch/`, so the normal fetch → extract → stage →
@@ -7,7 +7,7 @@ archive → verify → smoke path runs unchanged, with the version overridden to
 tools/quickstart.sh passes `version=2.13.0 origin=<wheel>` and nothing else: PyTorch's LICENSE
 and NOTICE at the tag are optional downloads, skipped while unpinned (the wheel brings
 LICENSE; NOTICE is absent), and in the leg key as absent, so the leg has a key. The build
-stores the archive with the README's writer command; a clean tree restores it with the
+stores the archive with docs/binary-cache.md's writer command; a clean tree restores it with the
 reader's (`scons cache-keygen key=~/.anira/cache-key`, then `binary_cache_key=` /
 `binary_cache_trust=`).
 """
@@ -32,12 +32,12 @@ from scratch import Scons, scratch_project
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 LEG = "libtorch-linux-x86_64-shared"
 ARCHIVE = "libtorch-2.13.0-Linux-x86_64-shared.zip"
-KEY = "~/.anira/cache-key"  # the README's
+KEY = "~/.anira/cache-key"  # docs/binary-cache.md's
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, e2e_cache):
-    """The quick start's build, stored by the README's writer. $HOME (for `~/.anira/...`) is a
+    """The quick start's build, stored by docs/binary-cache.md's writer. $HOME (for `~/.anira/...`) is a
     scratch one for every scons run of this module: the smoke's environment names it."""
     wheel = inputs.torch_cpu_wheel(e2e_cache)
     project = scratch_project(tmp_path_factory.mktemp("libtorch"), copied=("engines/libtorch",))

@@ -34,7 +34,7 @@ class OsFacts:
 
 @dataclass(frozen=True)
 class Msvc:
-    arch: str  # the MSVC target (vcvarsall, msvc-dev-cmd)
+    arch: str  # the MSVC target (vcvarsall, backends.ci.msvc_env)
     dev_cmd_arch: str  # VsDevCmd's -arch spelling
     processor: str  # PROCESSOR_ARCHITECTURE on a host of this platform
     tools_component: str  # the Visual Studio component holding its compiler

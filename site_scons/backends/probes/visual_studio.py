@@ -1,6 +1,6 @@
 """Visual Studio on a Windows host, as vswhere reports it: which instance has the MSVC tools and
 Windows SDK a leg needs, the command that adds what it lacks, and the one that enters its
-developer environment (what CI's msvc-dev-cmd step does on a runner).
+developer environment (what CI's backends.ci.msvc_env step does on a runner).
 
 vswhere (in the Visual Studio Installer's directory since Visual Studio 2017) lists every
 instance, Build Tools included, with the packages (workloads and components) it has installed.
