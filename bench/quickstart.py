@@ -9,8 +9,9 @@ then times three fresh `python -m SCons` processes:
 
 * cold:    an empty tree and an empty cache (the build stores its entry);
 * null:    the same command again (no step runs), three times: the first after the build
-           re-hashes what the build wrote (a digest taken within 2 s of a file's change is
-           not trusted, util/digests.py), the next ones are the settled null build;
+           re-hashes what the build wrote (a digest taken within 100 ms of a file's change,
+           2 s where the filesystem keeps whole seconds, is not trusted: util/digests.py),
+           the next ones are the settled null build;
 * restore: build/ and dist/ removed, the same command again (the entry is checked and
            restored: signature, manifest, members, contract).
 
