@@ -94,6 +94,14 @@ IMAGE_NOTE = ("upstream's build-time downloads: the Android leg pulls the build 
               "build_image; a digest (name@sha256:...) pins it, a tag does not")
 BAZEL_READER = "bazel"
 REPOSITORY_CACHE = "{build}/repository_cache"
+
+
+def _served_note(recorded: int) -> str:
+    return (f"upstream's build-time downloads: the {recorded} recorded http_archives of the pinned workspace "
+            f"served by --repository_cache={REPOSITORY_CACHE}; Bazel itself (.bazelversion, through bazelisk) "
+            "and repositories the workspace's .bzl files declare are not served")
+
+
 CLOSURE_NOTE = (
     "backends.steps.bazel_closure: `labels` runs `<bazel> cquery <flags> <query> --output=label` and "
     "writes the unique labels without their configuration hash; `collect` runs the starlark collector "
@@ -375,13 +383,12 @@ def _source_downloads(leg: Leg, engine: Engine) -> list[Download]:
 def _source_plan(leg: Leg, engine: Engine, archive: str) -> Plan:
     collect = [HEADER_RULE]
     bundle = None
-    notes: tuple[str, ...] = BAZEL_NOTES + (HERMETIC_NOTE,)
+    notes: tuple[str, ...] = BAZEL_NOTES
     env = dict(WINDOWS_ENV) if leg.os == "windows" else {}
     if leg.os == "windows" and leg.arch == "arm64":
         env.update({"USE_CLANG_CL": "1", "BAZEL_LLVM": LLVM_DIR})
     archives = () if leg.os == "android" else _archives(leg, engine)
-    if archives:
-        notes += (f"{len(archives)} recorded http_archives served by --repository_cache={REPOSITORY_CACHE}",)
+    notes += (_served_note(len(archives)) if archives else HERMETIC_NOTE,)
     if leg.kind == "static":
         build = _android_build(leg, engine) if leg.os == "android" else _host_build(leg, archives)
         bundle = Bundle(output=_lib_files(leg)[0], libraries_from="{build}/closure.txt", **_librarian(leg))

@@ -104,6 +104,10 @@ def test_litert_serves_recorded_http_archives_from_bazels_repository_cache() -> 
     assert f"--file={'3' * 64}={{download:dep-cpuinfo}}" in cache.argv
     bazel_build = next(c for c in plan.build if c.label.startswith("bazel build"))
     assert "--repository_cache={build}/repository_cache" in bazel_build.argv
+    told = [note for note in plan.notes if note.startswith("upstream's build-time downloads")]
+    assert len(told) == 1 and "the 1 recorded http_archives" in told[0] and "not yet served" not in told[0]
+    unrecorded = plan_leg(_source_leg("litert"), _engine("litert"), MATRIX)
+    assert any("not yet served" in note for note in unrecorded.notes)
 
 
 def test_every_from_source_leg_says_where_its_build_time_downloads_come_from() -> None:
