@@ -19,7 +19,8 @@ import pytest
 import survivors
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="the supervisor's Linux path (macOS: kqueue, in CI; Windows: a Job Object)")
+                                reason="the supervisor's Linux path (macOS's kqueue and Windows' Job Object: "
+                                       "test_containment.py checks what they rest on; nothing here runs them)")
 
 SITE_SCONS = Path(__file__).resolve().parents[3] / "site_scons"
 SUPERVISOR = SITE_SCONS / "backends/runner/supervise.py"
