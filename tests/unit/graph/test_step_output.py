@@ -11,6 +11,7 @@ import SCons.Environment
 
 from backends.graph.declare import StepOutput
 from backends.util import files
+from hashed_bytes import count_hashed_bytes
 
 
 @pytest.fixture
@@ -26,25 +27,6 @@ def _output(path: Path) -> StepOutput:
     return node
 
 
-def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    read: list[int] = []
-    real = hashlib.sha256
-
-    class Counting:
-        def __init__(self) -> None:
-            self.inner = real()
-
-        def update(self, chunk: bytes) -> None:
-            read.append(len(chunk))
-            self.inner.update(chunk)
-
-        def hexdigest(self) -> str:
-            return self.inner.hexdigest()
-
-    monkeypatch.setattr(files.hashlib, "sha256", Counting)  # hashlib's own: SCons's nodes hash too
-    return read
-
-
 def test_a_step_output_signs_with_the_digest_its_step_took(tmp_path: Path, run_digests: None,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     archive = tmp_path / "a.zip"
@@ -52,7 +34,7 @@ def test_a_step_output_signs_with_the_digest_its_step_took(tmp_path: Path, run_d
     taken = files.sha256_file(archive)  # what the step's record holds
     assert taken == hashlib.sha256(b"archive bytes").hexdigest()
     node = _output(archive)
-    read = _counting_reads(monkeypatch)
+    read = count_hashed_bytes(monkeypatch)
     assert node.get_csig() == taken
     assert read == []  # not read again
 

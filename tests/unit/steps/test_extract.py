@@ -14,6 +14,7 @@ import pytest
 
 from backends.steps.extract import ExtractError, archive_format, extract
 from backends.util.files import list_tree
+from hashed_bytes import count_hashed_bytes
 
 # --- archive builders: (name, kind, payload); kind in file|exec|dir|symlink|hardlink|fifo|chr
 
@@ -309,22 +310,8 @@ def test_a_zip_on_every_core_is_the_tree_it_lists_and_its_bytes_are_hashed_once(
                for index in range(1, 40)] + [("lib/libx.so", "symlink", "part1.bin"), ("include/", "dir", None)]
     archive = make_zip(tmp_path / "pkg.zip", members)
     expected = {name: hashlib.sha256(payload).hexdigest() for name, _, payload in members[:-2]}
-    hashed: list[int] = []
-    real = hashlib.sha256
-
-    class Counting:
-        def __init__(self) -> None:
-            self.inner = real()
-
-        def update(self, data: bytes) -> None:
-            hashed.append(len(data))
-            self.inner.update(data)
-
-        def hexdigest(self) -> str:
-            return self.inner.hexdigest()
-
     files.remember_run_digests()
-    monkeypatch.setattr(hashlib, "sha256", Counting)
+    hashed = count_hashed_bytes(monkeypatch)
     try:
         entries = extract(archive, tmp_path / "out")
         for name, kind, _ in members[:-2]:

@@ -12,6 +12,7 @@ from backends.util import files
 from backends.util.files import (
     FileEntry, atomic_write_bytes, atomic_write_text, hardlink_or_copy, list_tree, sha256_file, write_json,
 )
+from hashed_bytes import count_hashed_bytes
 
 
 def test_sha256_file_streams_multiple_chunks(tmp_path: Path) -> None:
@@ -120,31 +121,12 @@ def run_digests():
     files.remember_run_digests(False)
 
 
-def _reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    read: list[int] = []
-    real = hashlib.sha256
-
-    class Counting:
-        def __init__(self) -> None:
-            self.inner = real()
-
-        def update(self, chunk: bytes) -> None:
-            read.append(len(chunk))
-            self.inner.update(chunk)
-
-        def hexdigest(self) -> str:
-            return self.inner.hexdigest()
-
-    monkeypatch.setattr(files.hashlib, "sha256", Counting)
-    return read
-
-
 def test_a_run_reads_an_unchanged_file_once(tmp_path: Path, run_digests: None,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     archive = tmp_path / "a.zip"
     archive.write_bytes(b"archive bytes")
     expected = hashlib.sha256(b"archive bytes").hexdigest()
-    read = _reads(monkeypatch)
+    read = count_hashed_bytes(monkeypatch)
     assert sha256_file(archive) == sha256_file(archive) == expected
     assert sum(read) == len(b"archive bytes")
 
@@ -162,7 +144,7 @@ def test_a_hard_link_keeps_the_digest_the_run_took(tmp_path: Path, run_digests: 
     entry, archive = tmp_path / "entry.zip", tmp_path / "a.zip"
     entry.write_bytes(b"cached archive")
     digest = sha256_file(entry)
-    read = _reads(monkeypatch)
+    read = count_hashed_bytes(monkeypatch)
     hardlink_or_copy(entry, archive)  # moves the inode's ctime: the identity the run knew is gone
     assert sha256_file(archive) == sha256_file(entry) == digest
     assert read == []
@@ -171,7 +153,7 @@ def test_a_hard_link_keeps_the_digest_the_run_took(tmp_path: Path, run_digests: 
 def test_without_a_run_every_call_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     archive = tmp_path / "a.zip"
     archive.write_bytes(b"bytes")
-    read = _reads(monkeypatch)
+    read = count_hashed_bytes(monkeypatch)
     sha256_file(archive)
     sha256_file(archive)
     assert sum(read) == 2 * len(b"bytes")
