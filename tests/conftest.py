@@ -12,6 +12,16 @@ import survivors  # noqa: E402
 
 
 @pytest.fixture
+def run_digests():
+    """sha256_file as a build run has it (util/files.remember_run_digests): an unchanged file is
+    read once."""
+    from backends.util import files
+    files.remember_run_digests()
+    yield
+    files.remember_run_digests(False)
+
+
+@pytest.fixture
 def leftovers(tmp_path: Path):
     """After the test, SIGKILL whatever of its processes still runs (tests/survivors.py) and
     fail naming them: a test that kills a run leaves nothing running behind it."""

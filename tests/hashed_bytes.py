@@ -8,8 +8,8 @@ import pytest
 
 def count_hashed_bytes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """From now on (until the test ends), the length of every chunk any sha256 is fed, in order.
-    It replaces hashlib's own sha256 (SCons's nodes and the code under test both use it), so
-    take expected digests before calling it, or from its list's test's own bytes."""
+    It replaces hashlib's own sha256, which SCons's nodes use too: take expected digests, and
+    make nodes, before calling it."""
     fed: list[int] = []
     real = hashlib.sha256
 

@@ -74,6 +74,13 @@ class StepOutput(SCons.Node.FS.File):
         return csig
 
 
+def step_output(fs: SCons.Node.FS.FS, name: str) -> StepOutput:
+    """The File node `name` as a step's target."""
+    node = fs.File(name)
+    node.__class__ = StepOutput  # a File of the same layout: only its content signature differs
+    return node
+
+
 def short_hash(*parts: object) -> str:
     return digest(parts)[:16]
 
@@ -136,9 +143,7 @@ class Graph:
         self._heavy_steps += 1
 
     def _output(self, name: str) -> StepOutput:
-        node = self.env.fs.File(name)
-        node.__class__ = StepOutput  # a File of the same layout: only its content signature differs
-        return node
+        return step_output(self.env.fs, name)
 
     def _reuse(self, target: Path, leg: Leg) -> Any:
         """A shared step's node, now also a step of `leg`."""

@@ -9,22 +9,13 @@ from pathlib import Path
 import pytest
 import SCons.Environment
 
-from backends.graph.declare import StepOutput
+from backends.graph.declare import StepOutput, step_output
 from backends.util import files
 from hashed_bytes import count_hashed_bytes
 
 
-@pytest.fixture
-def run_digests():
-    files.remember_run_digests()
-    yield
-    files.remember_run_digests(False)
-
-
 def _output(path: Path) -> StepOutput:
-    node = SCons.Environment.Environment(tools=[]).fs.File(str(path))
-    node.__class__ = StepOutput  # as Graph._output makes it
-    return node
+    return step_output(SCons.Environment.Environment(tools=[]).fs, str(path))
 
 
 def test_a_step_output_signs_with_the_digest_its_step_took(tmp_path: Path, run_digests: None,

@@ -303,22 +303,18 @@ def test_the_machines_refusal_is_named_with_the_path_not_blamed_on_the_archive(
 
 
 def test_a_zip_on_every_core_is_the_tree_it_lists_and_its_bytes_are_hashed_once(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, run_digests: None, monkeypatch: pytest.MonkeyPatch) -> None:
     from backends.util import files
 
     members = [(f"lib/part{index}.bin", "exec" if index % 3 == 0 else "file", bytes([index]) * (index * 997))
                for index in range(1, 40)] + [("lib/libx.so", "symlink", "part1.bin"), ("include/", "dir", None)]
     archive = make_zip(tmp_path / "pkg.zip", members)
     expected = {name: hashlib.sha256(payload).hexdigest() for name, _, payload in members[:-2]}
-    files.remember_run_digests()
     hashed = count_hashed_bytes(monkeypatch)
-    try:
-        entries = extract(archive, tmp_path / "out")
-        for name, kind, _ in members[:-2]:
-            assert files.sha256_file(tmp_path / "out" / name) == expected[name]
-            assert os.access(tmp_path / "out" / name, os.X_OK) == (kind == "exec")
-    finally:
-        files.remember_run_digests(False)
+    entries = extract(archive, tmp_path / "out")
+    for name, kind, _ in members[:-2]:
+        assert files.sha256_file(tmp_path / "out" / name) == expected[name]
+        assert os.access(tmp_path / "out" / name, os.X_OK) == (kind == "exec")
     # every byte hashed once, as it was written: not again for the listing or the checks
     assert sum(hashed) == sum(len(payload) for _, _, payload in members[:-2])
     assert os.readlink(tmp_path / "out" / "lib" / "libx.so") == "part1.bin"

@@ -113,14 +113,6 @@ def test_hardlink_or_copy_recreates_symlinks(tmp_path: Path) -> None:
     assert os.readlink(tmp_path / "copy") == "somewhere/else"
 
 
-@pytest.fixture
-def run_digests():
-    """sha256_file as a build run has it (remember_run_digests), counting the bytes it reads."""
-    files.remember_run_digests()
-    yield
-    files.remember_run_digests(False)
-
-
 def test_a_run_reads_an_unchanged_file_once(tmp_path: Path, run_digests: None,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     archive = tmp_path / "a.zip"
