@@ -43,7 +43,6 @@ from scratch import Scons, scratch_project  # noqa: E402
 LEG = "libtorch-linux-x86_64-shared"
 VERSION = "2.13.0"
 ARCHIVE = f"libtorch-{VERSION}-Linux-x86_64-shared.zip"
-LOCAL_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 
 
 @dataclass
@@ -57,11 +56,9 @@ class Figures:
 
 
 def quickstart_wheel(given: Path | None) -> Path:
-    """The wheel the quick start would take: the given one, the machine's local one, or pip's."""
+    """The wheel the quick start would take: the given one, else found as the quick start finds it."""
     if given:
         return given
-    if LOCAL_WHEEL.is_file():
-        return LOCAL_WHEEL
     import inputs
     return inputs.torch_cpu_wheel(REPO / ".cache" / "e2e")
 
@@ -146,7 +143,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=2, help="scons -j (the quick start passes 2)")
-    parser.add_argument("--wheel", type=Path, help="the torch CPU wheel (default: the local one, else pip's)")
+    parser.add_argument("--wheel", type=Path, help="the torch CPU wheel (default: found as the quick start finds it)")
     options = parser.parse_args()
     wheel = quickstart_wheel(options.wheel)
     figures = Figures()

@@ -5,7 +5,7 @@ tarball, a LibTorch CPU tree, an ExecuTorch package), but the machines that run 
 reach only PyPI, Debian's mirror and npm. This module builds those inputs from what the
 registries carry (docs/upstream.md#offline-sources):
 
-* ``torch_cpu_wheel``            the local torch 2.13.0+cpu wheel (``pip download``)
+* ``torch_cpu_wheel``            the torch 2.13.0+cpu wheel, found as the quick start finds it
 * ``ort_linux_x64_release``      ``onnxruntime-linux-x64-<pin>.tgz`` in upstream's release
                                  layout: library from the PyPI wheel, headers from Debian
                                  trixie ``libonnxruntime-dev`` (API 21 <= the library's)
@@ -53,6 +53,7 @@ from typing import IO, Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "site_scons"))
+sys.path.insert(0, str(REPO_ROOT / "tools"))  # quickstart_wheel: how the quick start gets torch
 
 from backends.steps.fixups import import_lib
 
@@ -210,13 +211,17 @@ def _safe_member_path(name: str) -> PurePosixPath:
 
 
 def torch_cpu_wheel(cache: Path | str | None = None) -> Path:
-    """The local CPU torch wheel (``torch==2.13.0+cpu``).
+    """The CPU torch wheel (``torch==2.13.0+cpu``), found as the quick start finds it
+    (tools/quickstart_wheel.py: PyTorch's CPU index, else pip's own configuration; judged by
+    its binaries), in a directory of its own: the quick start's judge removes a wheel that
+    does not fit, and ``wheels/`` also holds PyPI's CUDA build."""
+    import quickstart_wheel
 
-    The requirement names the ``+cpu`` local version exactly, so a machine without the
-    local wheel fails here instead of pulling PyPI's multi-GB CUDA build.
-    """
-    dest = _cache(cache) / "wheels"
-    return _pip_download(f"torch=={TORCH_CPU_VERSION}", dest, "torch-2.13.0+cpu-*.whl")
+    try:
+        return quickstart_wheel.obtain(TORCH_CPU_VERSION.removesuffix("+cpu"), _cache(cache) / "torch-cpu",
+                                       os.environ)
+    except quickstart_wheel.NoWheel as error:
+        raise InputError(f"the torch CPU wheel: {error}") from None
 
 
 # Where pip's configuration (or the environment) may name a local CPU wheel or another index.
